@@ -1,0 +1,113 @@
+#include "cache/chunk_cache.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace epochfs::cache {
+
+ChunkCache::ChunkCache(const Options& options, Source& source, ChunkStore& ram, ChunkStore* disk)
+    : options_(options), source_(source), ram_(ram), disk_(disk) {}
+
+void ChunkCache::countServed(Tier from, uint64_t bytes) {
+  switch (from) {
+    case Tier::kRam: return stats_.ram.add(bytes);
+    case Tier::kDisk: return stats_.disk.add(bytes);
+    case Tier::kPeer: return stats_.peer.add(bytes);
+    case Tier::kSource: return stats_.source.add(bytes);
+  }
+}
+
+Result<ChunkRef> ChunkCache::get(const std::string& relPath, const FileIdentity& id,
+                                 uint32_t index, Tier* from) {
+  const ChunkKey key = keyFor(id.fileId, index);
+  Tier dummy;
+  Tier& tier = from != nullptr ? *from : dummy;
+  tier = Tier::kRam;
+  if (ChunkRef c = ram_.lookup(key, id)) return c;
+  if (disk_ != nullptr) {
+    tier = Tier::kDisk;
+    if (ChunkRef c = disk_->lookup(key, id)) {
+      ram_.insert(c);
+      return c;
+    }
+  }
+  // Followers of a coalesced fetch count as source reads too: the bytes were
+  // not in any tier when they asked.
+  tier = Tier::kSource;
+
+  // Miss: the first thread to get here fetches; the others wait for it.
+  std::shared_ptr<InFlight> flight;
+  bool leader = false;
+  {
+    std::lock_guard<std::mutex> lock(inflightMu_);
+    auto [it, inserted] = inflight_.try_emplace(key.hash);
+    if (inserted) it->second = std::make_shared<InFlight>();
+    flight = it->second;
+    leader = inserted;
+  }
+  if (!leader) {
+    stats_.coalesced.fetch_add(1, std::memory_order_relaxed);
+    std::unique_lock<std::mutex> lock(flight->mu);
+    flight->cv.wait(lock, [&] { return flight->done; });
+    // The leader may have fetched another version of the file; only share
+    // its result when the versions agree.
+    if (flight->result.isOk() && !(flight->result.value()->identity == id)) {
+      return Status::stale(relPath + " changed while being read");
+    }
+    return flight->result;
+  }
+
+  Result<ChunkRef> result = fetchFromSource(relPath, id, key);
+  {
+    std::lock_guard<std::mutex> lock(flight->mu);
+    flight->result = result;
+    flight->done = true;
+  }
+  flight->cv.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(inflightMu_);
+    inflight_.erase(key.hash);
+  }
+  return result;
+}
+
+Result<ChunkRef> ChunkCache::fetchFromSource(const std::string& relPath, const FileIdentity& id,
+                                             const ChunkKey& key) {
+  const uint64_t offset = static_cast<uint64_t>(key.chunkIndex) * options_.chunkSize;
+  if (offset >= id.size && !(offset == 0 && id.size == 0)) {
+    return Status::invalidArgument("chunk beyond end of " + relPath);
+  }
+  const size_t want = static_cast<size_t>(std::min<uint64_t>(options_.chunkSize, id.size - offset));
+  std::vector<char> data(want);
+  const auto start = std::chrono::steady_clock::now();
+  Result<size_t> n = source_.read(relPath, id, offset, data.data(), want);
+  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::steady_clock::now() - start)
+                          .count();
+  stats_.sourceLatency.record(static_cast<uint64_t>(micros));
+  if (!n.isOk()) {
+    stats_.sourceErrors.fetch_add(1, std::memory_order_relaxed);
+    return n.status();
+  }
+  if (*n != want) {
+    // The file shrank under us although its identity matched: treat as changed.
+    stats_.sourceErrors.fetch_add(1, std::memory_order_relaxed);
+    return Status::stale(relPath + " is shorter than its snapshot");
+  }
+  stats_.sourceReads.add(want);
+  ChunkRef chunk = makeChunk(key, id, std::move(data));
+  ram_.insert(chunk);
+  if (disk_ != nullptr) disk_->insert(chunk);
+  return chunk;
+}
+
+void ChunkCache::invalidate(const FileIdentity& id) {
+  const uint32_t n = std::max<uint32_t>(1, chunkCount(id.size));
+  for (uint32_t i = 0; i < n; ++i) {
+    const ChunkKey key = keyFor(id.fileId, i);
+    ram_.erase(key);
+    if (disk_ != nullptr) disk_->erase(key);
+  }
+}
+
+}  // namespace epochfs::cache

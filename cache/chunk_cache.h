@@ -1,0 +1,81 @@
+// ChunkCache: the read path below FUSE. For one chunk of one file version it
+// tries the RAM tier, then the disk tier (checksum verified there), then the
+// source; a chunk read from the source gets its checksum and is admitted to
+// both tiers (the disk tier write-through, so a RAM eviction loses nothing).
+// Concurrent misses on one chunk are fetched once: followers wait for the
+// leader's result. Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "cache/cache_stats.h"
+#include "cache/chunk.h"
+#include "cache/chunk_store.h"
+#include "cache/source.h"
+
+namespace epochfs::cache {
+
+class ChunkCache {
+ public:
+  struct Options {
+    uint64_t datasetId = 0;
+    uint32_t chunkSize = 1 << 20;
+  };
+
+  // `ram` is required; `disk` may be null (no disk tier). Not owned.
+  ChunkCache(const Options& options, Source& source, ChunkStore& ram, ChunkStore* disk);
+
+  enum class Tier { kRam, kDisk, kPeer, kSource };
+
+  // Chunk `index` of the file `relPath` at version `id`. Never returns bytes
+  // of another version: a changed source file yields kStale. `from` (if set)
+  // tells which tier had it.
+  Result<ChunkRef> get(const std::string& relPath, const FileIdentity& id, uint32_t index,
+                       Tier* from = nullptr);
+
+  // Counts `bytes` served to a reader from tier `from` (stats per tier are
+  // bytes handed to readers, not chunk sizes).
+  void countServed(Tier from, uint64_t bytes);
+
+  // Drops every cached chunk of a file (all tiers), e.g. after it changed.
+  void invalidate(const FileIdentity& id);
+
+  ChunkKey keyFor(uint64_t fileId, uint32_t index) const {
+    return ChunkKey::make(options_.datasetId, fileId, index);
+  }
+  uint32_t chunkSize() const { return options_.chunkSize; }
+  uint32_t chunkCount(uint64_t fileSize) const {
+    return fileSize == 0 ? 0
+                         : static_cast<uint32_t>((fileSize + options_.chunkSize - 1) /
+                                                 options_.chunkSize);
+  }
+  CacheStats& stats() { return stats_; }
+  ChunkStore& ram() { return ram_; }
+  ChunkStore* disk() { return disk_; }
+
+ private:
+  struct InFlight {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Result<ChunkRef> result{Status::unavailable("pending")};
+  };
+
+  Result<ChunkRef> fetchFromSource(const std::string& relPath, const FileIdentity& id,
+                                   const ChunkKey& key);
+
+  Options options_;
+  Source& source_;
+  ChunkStore& ram_;
+  ChunkStore* disk_;
+  CacheStats stats_;
+  std::mutex inflightMu_;  // guards inflight_ only; never held during I/O
+  std::unordered_map<uint64_t, std::shared_ptr<InFlight>> inflight_;
+};
+
+}  // namespace epochfs::cache

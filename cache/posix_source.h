@@ -1,0 +1,35 @@
+// PosixSource: the Source for any POSIX directory (local, NFS, Lustre, GPFS).
+// Each read opens the file relative to the root (openat, O_NOFOLLOW), checks
+// the open file's identity against the snapshot's, preads and closes: a file
+// replaced or changed since the snapshot yields kStale, never other bytes.
+// Thread-safe (no mutable state after construction).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cache/source.h"
+
+namespace epochfs::cache {
+
+class PosixSource : public Source {
+ public:
+  // Opens `root` (must be a directory).
+  static Result<std::unique_ptr<PosixSource>> open(const std::string& root);
+  ~PosixSource() override;
+
+  Result<size_t> read(const std::string& relPath, const FileIdentity& expected, uint64_t offset,
+                      char* buf, size_t len) override;
+  Result<struct ::stat> lstat(const std::string& relPath) override;
+
+  int rootFd() const { return rootFd_; }
+
+ private:
+  explicit PosixSource(int rootFd) : rootFd_(rootFd) {}
+  int rootFd_;
+};
+
+// The identity of an lstat/fstat result (fileId filled from relPath).
+FileIdentity identityOf(const std::string& relPath, const struct ::stat& st);
+
+}  // namespace epochfs::cache

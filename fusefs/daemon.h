@@ -1,0 +1,55 @@
+// Daemon: the composition root. Owns and wires the concrete objects of one
+// mount (source, namespace snapshot, tiers, chunk cache, FUSE server, admin
+// server) and answers the admin commands from their counters.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/chunk_cache.h"
+#include "cache/chunk_store.h"
+#include "cache/posix_source.h"
+#include "fusefs/admin_server.h"
+#include "fusefs/dataset_namespace.h"
+#include "fusefs/fuse_server.h"
+#include "fusefs/mount_options.h"
+
+namespace epochfs::fusefs {
+
+class Daemon {
+ public:
+  explicit Daemon(MountOptions options);
+  ~Daemon();
+
+  // Snapshots the source, opens the tiers, mounts and starts the admin
+  // socket. On success the mount is in place; run() serves it.
+  cache::Status start();
+  // Serves until unmounted or signalled, then unmounts. Returns the exit code.
+  int run();
+
+  nlohmann::json statusJson() const;
+  nlohmann::json statsJson() const;
+
+ private:
+  cache::Status openTiers();
+
+  MountOptions options_;
+  std::chrono::steady_clock::time_point startedAt_;
+  uint64_t datasetId_ = 0;
+  double snapshotSeconds_ = 0;
+  std::unique_ptr<cache::PosixSource> source_;
+  std::unique_ptr<DatasetNamespace> namespace_;
+  std::unique_ptr<cache::ChunkStore> ram_;
+  std::unique_ptr<cache::ChunkStore> disk_;
+  std::unique_ptr<cache::ChunkCache> cache_;
+  std::unique_ptr<FuseServer> fuse_;
+  AdminServer admin_;
+};
+
+// Refuses a mount that cannot work, with a one-line reason: no /dev/fuse, the
+// mountpoint already mounted, or not empty (unless options.nonempty).
+cache::Status checkMountable(const MountOptions& options);
+
+}  // namespace epochfs::fusefs

@@ -1,0 +1,217 @@
+#include "fusefs/dataset_namespace.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+namespace epochfs::fusefs {
+
+using cache::Result;
+using cache::Status;
+
+NodeAttr attrFromStat(const struct stat& st) {
+  NodeAttr a;
+  a.mode = st.st_mode;
+  a.uid = st.st_uid;
+  a.gid = st.st_gid;
+  a.nlink = static_cast<uint32_t>(st.st_nlink);
+  a.size = static_cast<uint64_t>(st.st_size);
+  a.sourceIno = st.st_ino;
+  a.rdev = st.st_rdev;
+  a.atimeNs = int64_t{st.st_atim.tv_sec} * 1000000000 + st.st_atim.tv_nsec;
+  a.mtimeNs = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+  a.ctimeNs = int64_t{st.st_ctim.tv_sec} * 1000000000 + st.st_ctim.tv_nsec;
+  return a;
+}
+
+// Walks the tree with a pool of threads: each takes a directory, lists and
+// stats its entries without the lock, then appends them in one locked step
+// and queues the subdirectories.
+class DatasetNamespace::Walker {
+ public:
+  Walker(DatasetNamespace& ns, int rootFd) : ns_(ns), rootFd_(rootFd) {}
+
+  Status run(unsigned threads) {
+    Node root;
+    struct stat st;
+    if (fstat(rootFd_, &st) != 0) return Status::fromErrno(errno, "stat source root");
+    root.attr = attrFromStat(st);
+    ns_.nodes_.push_back(std::move(root));
+    queue_.push_back(1);
+    pending_ = 1;
+    std::vector<std::thread> pool;
+    for (unsigned i = 0; i < threads; ++i) pool.emplace_back([this] { work(); });
+    for (auto& t : pool) t.join();
+    return error_;
+  }
+
+ private:
+  struct Entry {
+    std::string name;
+    struct stat st;
+    std::string target;
+  };
+
+  void work() {
+    for (;;) {
+      uint32_t dir;
+      std::string dirPath;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return !queue_.empty() || pending_ == 0; });
+        if (queue_.empty()) return;
+        dir = queue_.front();
+        queue_.pop_front();
+        dirPath = ns_.nodes_[dir - 1].path;
+      }
+      std::vector<Entry> entries;
+      Status s = list(dirPath, entries);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!s.isOk() && error_.isOk()) error_ = s;
+      if (s.isOk()) append(dir, dirPath, entries);
+      if (--pending_ == 0) cv_.notify_all();
+    }
+  }
+
+  Status list(const std::string& dirPath, std::vector<Entry>& out) {
+    int fd = openat(rootFd_, dirPath.empty() ? "." : dirPath.c_str(),
+                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return Status::fromErrno(errno, "cannot list source directory '" + dirPath + "'");
+    DIR* d = fdopendir(fd);
+    if (d == nullptr) {
+      close(fd);
+      return Status::fromErrno(errno, "fdopendir " + dirPath);
+    }
+    while (struct dirent* de = readdir(d)) {
+      std::string_view n = de->d_name;
+      if (n == "." || n == "..") continue;
+      Entry e;
+      e.name = de->d_name;
+      if (fstatat(fd, de->d_name, &e.st, AT_SYMLINK_NOFOLLOW) != 0) {
+        spdlog::warn("snapshot: skipping {}/{}: {}", dirPath, e.name, strerror(errno));
+        continue;
+      }
+      if (S_ISLNK(e.st.st_mode)) {
+        std::string buf(static_cast<size_t>(std::max<off_t>(e.st.st_size, 255)) + 1, '\0');
+        ssize_t n2 = readlinkat(fd, de->d_name, buf.data(), buf.size());
+        if (n2 < 0) {
+          spdlog::warn("snapshot: skipping symlink {}/{}: {}", dirPath, e.name, strerror(errno));
+          continue;
+        }
+        buf.resize(static_cast<size_t>(n2));
+        e.target = std::move(buf);
+      }
+      out.push_back(std::move(e));
+    }
+    closedir(d);
+    std::sort(out.begin(), out.end(),
+              [](const Entry& a, const Entry& b) { return a.name < b.name; });
+    return Status::ok();
+  }
+
+  // Called with mu_ held.
+  void append(uint32_t dir, const std::string& dirPath, std::vector<Entry>& entries) {
+    auto& nodes = ns_.nodes_;
+    std::vector<uint32_t> kids;
+    kids.reserve(entries.size());
+    for (Entry& e : entries) {
+      Node n;
+      n.parent = dir;
+      n.path = dirPath.empty() ? e.name : dirPath + "/" + e.name;
+      n.nameOffset = static_cast<uint32_t>(n.path.size() - e.name.size());
+      n.target = std::move(e.target);
+      n.attr = attrFromStat(e.st);
+      n.fileId = cache::fileIdForPath(n.path);
+      nodes.push_back(std::move(n));
+      const uint32_t ino = static_cast<uint32_t>(nodes.size());
+      kids.push_back(ino);
+      if (S_ISDIR(e.st.st_mode)) {
+        ++ns_.dirs_;
+        queue_.push_back(ino);
+        ++pending_;
+      } else if (S_ISREG(e.st.st_mode)) {
+        ++ns_.files_;
+        ns_.bytes_ += static_cast<uint64_t>(e.st.st_size);
+      }
+    }
+    nodes[dir - 1].children = std::move(kids);
+    if (!queue_.empty()) cv_.notify_all();
+  }
+
+  DatasetNamespace& ns_;
+  int rootFd_;
+  std::mutex mu_;  // guards everything below and ns_.nodes_ during the walk
+  std::condition_variable cv_;
+  std::deque<uint32_t> queue_;
+  size_t pending_ = 0;  // directories queued or being listed
+  Status error_;
+};
+
+Result<DatasetNamespace> DatasetNamespace::snapshot(int rootFd, unsigned threads) {
+  DatasetNamespace ns;
+  Walker walker(ns, rootFd);
+  Status s = walker.run(std::max(1u, threads));
+  if (!s.isOk()) return s;
+  if (ns.nodes_.size() >= UINT32_MAX) return Status::tooLarge("more than 4 billion entries");
+  return ns;
+}
+
+DatasetNamespace::Ino DatasetNamespace::lookup(Ino parent, std::string_view name) const {
+  const auto& kids = nodes_[parent - 1].children;
+  auto it = std::lower_bound(kids.begin(), kids.end(), name,
+                             [this](uint32_t ino, std::string_view n) { return this->name(ino) < n; });
+  if (it != kids.end() && this->name(*it) == name) return *it;
+  return 0;
+}
+
+std::string_view DatasetNamespace::name(Ino ino) const {
+  const Node& n = nodes_[ino - 1];
+  return std::string_view(n.path).substr(n.nameOffset);
+}
+
+NodeAttr DatasetNamespace::attr(Ino ino) const {
+  std::lock_guard<std::mutex> lock(stripe(ino));
+  return nodes_[ino - 1].attr;
+}
+
+void DatasetNamespace::setAttr(Ino ino, const NodeAttr& a) {
+  std::lock_guard<std::mutex> lock(stripe(ino));
+  nodes_[ino - 1].attr = a;
+}
+
+cache::FileIdentity DatasetNamespace::identity(Ino ino) const {
+  NodeAttr a = attr(ino);
+  cache::FileIdentity id;
+  id.fileId = nodes_[ino - 1].fileId;
+  id.size = a.size;
+  id.mtimeNs = a.mtimeNs;
+  id.ctimeNs = a.ctimeNs;
+  id.inode = a.sourceIno;
+  return id;
+}
+
+void DatasetNamespace::fillStat(Ino ino, struct stat* st) const {
+  NodeAttr a = attr(ino);
+  *st = {};
+  st->st_ino = ino;
+  st->st_mode = a.mode;
+  st->st_nlink = a.nlink;
+  st->st_uid = a.uid;
+  st->st_gid = a.gid;
+  st->st_rdev = a.rdev;
+  st->st_size = static_cast<off_t>(a.size);
+  st->st_blksize = 1 << 20;
+  st->st_blocks = static_cast<blkcnt_t>((a.size + 511) / 512);
+  st->st_atim = {a.atimeNs / 1000000000, a.atimeNs % 1000000000};
+  st->st_mtim = {a.mtimeNs / 1000000000, a.mtimeNs % 1000000000};
+  st->st_ctim = {a.ctimeNs / 1000000000, a.ctimeNs % 1000000000};
+}
+
+}  // namespace epochfs::fusefs

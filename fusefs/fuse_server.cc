@@ -1,0 +1,390 @@
+#include "fusefs/fuse_server.h"
+
+#include <sys/statvfs.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "fusefs/admin_protocol.h"
+#include "fusefs/to_errno.h"
+
+namespace epochfs::fusefs {
+
+namespace {
+
+constexpr double kImmutableTimeout = 365.0 * 86400;  // the snapshot never changes
+constexpr size_t kMaxReadBytes = 1 << 20;            // the kernel's max read (256 pages)
+
+FuseServer* self(fuse_req_t req) { return static_cast<FuseServer*>(fuse_req_userdata(req)); }
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void replyReadOnly(fuse_req_t req) { fuse_reply_err(req, EROFS); }
+
+const fuse_lowlevel_ops& opsTable() {
+  static const fuse_lowlevel_ops ops = [] {
+    fuse_lowlevel_ops o{};
+    o.init = [](void* ud, fuse_conn_info* c) { static_cast<FuseServer*>(ud)->onInit(c); };
+    o.lookup = [](fuse_req_t r, fuse_ino_t p, const char* n) { self(r)->onLookup(r, p, n); };
+    o.forget = [](fuse_req_t r, fuse_ino_t, uint64_t) { fuse_reply_none(r); };
+    o.forget_multi = [](fuse_req_t r, size_t, fuse_forget_data*) { fuse_reply_none(r); };
+    o.getattr = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) { self(r)->onGetattr(r, i, f); };
+    o.readlink = [](fuse_req_t r, fuse_ino_t i) { self(r)->onReadlink(r, i); };
+    o.open = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) { self(r)->onOpen(r, i, f); };
+    o.release = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) { self(r)->onRelease(r, i, f); };
+    o.opendir = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) { self(r)->onOpendir(r, i, f); };
+    o.releasedir = [](fuse_req_t r, fuse_ino_t, fuse_file_info*) { fuse_reply_err(r, 0); };
+    o.read = [](fuse_req_t r, fuse_ino_t i, size_t s, off_t off, fuse_file_info* f) {
+      self(r)->onRead(r, i, s, off, f);
+    };
+    o.readdir = [](fuse_req_t r, fuse_ino_t i, size_t s, off_t off, fuse_file_info*) {
+      self(r)->onReaddir(r, i, s, off, false);
+    };
+    o.readdirplus = [](fuse_req_t r, fuse_ino_t i, size_t s, off_t off, fuse_file_info*) {
+      self(r)->onReaddir(r, i, s, off, true);
+    };
+    o.statfs = [](fuse_req_t r, fuse_ino_t i) { self(r)->onStatfs(r, i); };
+    o.getxattr = [](fuse_req_t r, fuse_ino_t i, const char* n, size_t s) {
+      self(r)->onGetxattr(r, i, n, s);
+    };
+    o.listxattr = [](fuse_req_t r, fuse_ino_t i, size_t s) { self(r)->onListxattr(r, i, s); };
+    o.flush = [](fuse_req_t r, fuse_ino_t, fuse_file_info*) { fuse_reply_err(r, 0); };
+    o.fsyncdir = [](fuse_req_t r, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(r, 0); };
+    o.fsync = [](fuse_req_t r, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(r, 0); };
+    // Read-only: everything that would change the tree gets EROFS.
+    o.setattr = [](fuse_req_t r, fuse_ino_t, struct stat*, int, fuse_file_info*) {
+      replyReadOnly(r);
+    };
+    o.mknod = [](fuse_req_t r, fuse_ino_t, const char*, mode_t, dev_t) { replyReadOnly(r); };
+    o.mkdir = [](fuse_req_t r, fuse_ino_t, const char*, mode_t) { replyReadOnly(r); };
+    o.unlink = [](fuse_req_t r, fuse_ino_t, const char*) { replyReadOnly(r); };
+    o.rmdir = [](fuse_req_t r, fuse_ino_t, const char*) { replyReadOnly(r); };
+    o.symlink = [](fuse_req_t r, const char*, fuse_ino_t, const char*) { replyReadOnly(r); };
+    o.rename = [](fuse_req_t r, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) {
+      replyReadOnly(r);
+    };
+    o.link = [](fuse_req_t r, fuse_ino_t, fuse_ino_t, const char*) { replyReadOnly(r); };
+    o.write = [](fuse_req_t r, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) {
+      replyReadOnly(r);
+    };
+    o.create = [](fuse_req_t r, fuse_ino_t, const char*, mode_t, fuse_file_info*) {
+      replyReadOnly(r);
+    };
+    o.setxattr = [](fuse_req_t r, fuse_ino_t, const char*, const char*, size_t, int) {
+      replyReadOnly(r);
+    };
+    o.removexattr = [](fuse_req_t r, fuse_ino_t, const char*) { replyReadOnly(r); };
+    o.fallocate = [](fuse_req_t r, fuse_ino_t, int, off_t, off_t, fuse_file_info*) {
+      replyReadOnly(r);
+    };
+    return o;
+  }();
+  return ops;
+}
+
+}  // namespace
+
+FuseServer::FuseServer(const Config& config, DatasetNamespace& ns, cache::ChunkCache& cache,
+                       cache::Source& source)
+    : config_(config), ns_(ns), cache_(cache), source_(source) {
+  if (config_.revalidateSeconds > 0) {
+    checkedAt_.reset(new std::atomic<int64_t>[ns_.nodeCount() + 1]);
+    const int64_t now = nowNs();
+    for (size_t i = 0; i <= ns_.nodeCount(); ++i) checkedAt_[i].store(now);
+    invalThread_ = std::thread([this] { invalidationLoop(); });
+  }
+}
+
+FuseServer::~FuseServer() {
+  {
+    std::lock_guard<std::mutex> lock(invalMu_);
+    stopping_ = true;
+  }
+  invalCv_.notify_all();
+  if (invalThread_.joinable()) invalThread_.join();
+  unmount();
+  if (session_ != nullptr) fuse_session_destroy(session_);
+}
+
+cache::Status FuseServer::mount(const std::string& mountpoint) {
+  std::string opts = "ro,nosuid,nodev,fsname=" + config_.fsname + ",subtype=epochfs";
+  if (config_.allowOther) opts += ",allow_other,default_permissions";
+  std::vector<std::string> argvStore = {"epochfs", "-o", opts};
+  std::vector<char*> argv;
+  for (auto& s : argvStore) argv.push_back(s.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  session_ = fuse_session_new(&args, &opsTable(), sizeof(fuse_lowlevel_ops), this);
+  if (session_ == nullptr) return cache::Status::invalidArgument("cannot create the FUSE session");
+  if (fuse_session_mount(session_, mountpoint.c_str()) != 0) {
+    return cache::Status::ioError("cannot mount on " + mountpoint);
+  }
+  mounted_ = true;
+  return cache::Status::ok();
+}
+
+int FuseServer::loop() {
+  if (fuse_set_signal_handlers(session_) != 0) return 1;
+  fuse_loop_config* cfg = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_clone_fd(cfg, 1);
+  fuse_loop_cfg_set_max_threads(cfg, config_.threads);
+  fuse_loop_cfg_set_idle_threads(cfg, config_.threads);
+  int rc = fuse_session_loop_mt(session_, cfg);
+  fuse_loop_cfg_destroy(cfg);
+  fuse_remove_signal_handlers(session_);
+  return rc;
+}
+
+void FuseServer::unmount() {
+  if (mounted_) {
+    fuse_session_unmount(session_);
+    mounted_ = false;
+  }
+}
+
+void FuseServer::onInit(fuse_conn_info* conn) {
+  if (config_.revalidateSeconds == 0) {
+    noOpenSupport_ = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
+    if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
+  } else if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) {
+    conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+  }
+  if (conn->capable & FUSE_CAP_READDIRPLUS) {
+    conn->want |= FUSE_CAP_READDIRPLUS;
+    conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+  }
+  if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+  conn->max_readahead = std::max<unsigned>(conn->max_readahead, kMaxReadBytes);
+}
+
+double FuseServer::timeout() const {
+  return config_.revalidateSeconds > 0 ? config_.revalidateSeconds : kImmutableTimeout;
+}
+
+fuse_entry_param FuseServer::entryFor(fuse_ino_t ino) const {
+  fuse_entry_param e{};
+  e.ino = ino;
+  e.generation = 1;
+  e.attr_timeout = timeout();
+  e.entry_timeout = timeout();
+  ns_.fillStat(ino, &e.attr);
+  return e;
+}
+
+bool FuseServer::revalidate(fuse_ino_t ino) {
+  if (config_.revalidateSeconds == 0 || ino == DatasetNamespace::kRootIno) return false;
+  const int64_t now = nowNs();
+  const int64_t age = int64_t{config_.revalidateSeconds} * 1000000000;
+  if (now - checkedAt_[ino].load(std::memory_order_relaxed) < age) return false;
+  checkedAt_[ino].store(now, std::memory_order_relaxed);
+
+  NodeAttr old = ns_.attr(ino);
+  NodeAttr fresh = old;
+  auto st = source_.lstat(ns_.path(ino));
+  if (st.isOk() && (st->st_mode & S_IFMT) == (old.mode & S_IFMT)) {
+    fresh = attrFromStat(*st);
+  } else {
+    fresh.gone = true;
+  }
+  const bool changed = fresh.gone != old.gone || fresh.size != old.size ||
+                       fresh.mtimeNs != old.mtimeNs || fresh.ctimeNs != old.ctimeNs ||
+                       fresh.sourceIno != old.sourceIno || fresh.mode != old.mode ||
+                       fresh.uid != old.uid || fresh.gid != old.gid;
+  if (!changed) return false;
+  spdlog::info("revalidate: {} changed in the source", ns_.path(ino));
+  const cache::FileIdentity oldId = ns_.identity(ino);
+  ns_.setAttr(ino, fresh);
+  if (S_ISREG(old.mode)) {
+    cache_.invalidate(oldId);
+    std::lock_guard<std::mutex> lock(invalMu_);
+    invalQueue_.push_back(ino);
+    invalCv_.notify_one();
+  }
+  return true;
+}
+
+void FuseServer::invalidationLoop() {
+  std::unique_lock<std::mutex> lock(invalMu_);
+  for (;;) {
+    invalCv_.wait(lock, [&] { return stopping_ || !invalQueue_.empty(); });
+    if (stopping_) return;
+    fuse_ino_t ino = invalQueue_.front();
+    invalQueue_.pop_front();
+    lock.unlock();
+    if (session_ != nullptr) fuse_lowlevel_notify_inval_inode(session_, ino, 0, 0);
+    lock.lock();
+  }
+}
+
+void FuseServer::onLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  if (!ns_.valid(parent)) return (void)fuse_reply_err(req, ENOENT);
+  const auto ino = ns_.lookup(parent, name);
+  if (ino == 0) return (void)fuse_reply_err(req, ENOENT);
+  revalidate(ino);
+  if (ns_.attr(ino).gone) return (void)fuse_reply_err(req, ENOENT);
+  fuse_entry_param e = entryFor(ino);
+  fuse_reply_entry(req, &e);
+}
+
+void FuseServer::onGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  if (!ns_.valid(ino)) return (void)fuse_reply_err(req, ENOENT);
+  revalidate(ino);
+  if (ns_.attr(ino).gone) return (void)fuse_reply_err(req, ENOENT);
+  struct stat st;
+  ns_.fillStat(ino, &st);
+  fuse_reply_attr(req, &st, timeout());
+}
+
+void FuseServer::onReadlink(fuse_req_t req, fuse_ino_t ino) {
+  if (!ns_.valid(ino) || !S_ISLNK(ns_.attr(ino).mode)) return (void)fuse_reply_err(req, EINVAL);
+  fuse_reply_readlink(req, ns_.symlinkTarget(ino).c_str());
+}
+
+void FuseServer::onOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  if (noOpenSupport_) return (void)fuse_reply_err(req, ENOSYS);  // zero-message open
+  if (!ns_.valid(ino)) return (void)fuse_reply_err(req, ENOENT);
+  if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+    return (void)fuse_reply_err(req, EROFS);
+  }
+  const bool changed = revalidate(ino);
+  if (ns_.attr(ino).gone) return (void)fuse_reply_err(req, ENOENT);
+  // Pin this open to the version it saw: its reads never mix versions.
+  auto* pinned = new cache::FileIdentity(ns_.identity(ino));
+  fi->fh = reinterpret_cast<uint64_t>(pinned);
+  fi->keep_cache = changed ? 0 : 1;
+  if (fuse_reply_open(req, fi) != 0) delete pinned;
+}
+
+void FuseServer::onRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete reinterpret_cast<cache::FileIdentity*>(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+void FuseServer::onOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  if (noOpenSupport_) return (void)fuse_reply_err(req, ENOSYS);
+  if (!ns_.valid(ino) || !S_ISDIR(ns_.attr(ino).mode)) return (void)fuse_reply_err(req, ENOTDIR);
+  fi->cache_readdir = 1;
+  fi->keep_cache = 1;
+  fuse_reply_open(req, fi);
+}
+
+void FuseServer::onRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                        fuse_file_info* fi) {
+  if (!ns_.valid(ino)) return (void)fuse_reply_err(req, ENOENT);
+  const cache::FileIdentity id = fi != nullptr && fi->fh != 0
+                                     ? *reinterpret_cast<const cache::FileIdentity*>(fi->fh)
+                                     : ns_.identity(ino);
+  const uint64_t offset = static_cast<uint64_t>(off);
+  if (size == 0 || offset >= id.size) return (void)fuse_reply_buf(req, nullptr, 0);
+  const uint64_t end = std::min<uint64_t>(offset + std::min(size, kMaxReadBytes), id.size);
+  const uint32_t cs = cache_.chunkSize();
+  const uint32_t first = static_cast<uint32_t>(offset / cs);
+  const uint32_t last = static_cast<uint32_t>((end - 1) / cs);
+
+  // Fixed-size arrays: no allocation per read on the hit path.
+  constexpr size_t kMaxPieces = kMaxReadBytes / 4096 + 2;
+  cache::ChunkRef refs[kMaxPieces];
+  iovec iov[kMaxPieces];
+  size_t n = 0;
+  const std::string& path = ns_.path(ino);
+  for (uint32_t idx = first; idx <= last && n < kMaxPieces; ++idx, ++n) {
+    cache::ChunkCache::Tier tier;
+    auto r = cache_.get(path, id, idx, &tier);
+    if (!r.isOk()) {
+      spdlog::warn("read {} chunk {}: {}", path, idx, r.status().toString());
+      return (void)fuse_reply_err(req, toErrno(r.status()));
+    }
+    refs[n] = std::move(r).value();
+    const uint64_t chunkStart = uint64_t{idx} * cs;
+    const uint64_t from = std::max(offset, chunkStart) - chunkStart;
+    const uint64_t to = std::min<uint64_t>(end - chunkStart, refs[n]->size());
+    iov[n].iov_base = const_cast<char*>(refs[n]->data.data() + from);
+    iov[n].iov_len = to > from ? to - from : 0;
+    cache_.countServed(tier, iov[n].iov_len);
+  }
+  cache_.stats().readRequests.fetch_add(1, std::memory_order_relaxed);
+  cache_.stats().readBytes.fetch_add(end - offset, std::memory_order_relaxed);
+  fuse_reply_iov(req, iov, static_cast<int>(n));
+}
+
+void FuseServer::onReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
+  if (!ns_.valid(ino) || !S_ISDIR(ns_.attr(ino).mode)) return (void)fuse_reply_err(req, ENOTDIR);
+  const auto& kids = ns_.children(ino);
+  std::vector<char> buf(size);
+  size_t used = 0;
+  // Offsets: 1 = ".", 2 = "..", 3 + i = children[i].
+  for (size_t pos = static_cast<size_t>(off); pos < kids.size() + 2; ++pos) {
+    fuse_ino_t child;
+    std::string name;
+    if (pos == 0) {
+      child = ino, name = ".";
+    } else if (pos == 1) {
+      child = ino == DatasetNamespace::kRootIno ? ino : ns_.parentOf(ino), name = "..";
+    } else {
+      child = kids[pos - 2];
+      if (ns_.attr(child).gone) continue;
+      name = ns_.name(child);
+    }
+    size_t len;
+    if (plus) {
+      fuse_entry_param e{};
+      if (pos >= 2) {
+        e = entryFor(child);
+      } else {
+        // "." and ".." carry no entry (the kernel does not look them up).
+        ns_.fillStat(child, &e.attr);
+      }
+      len = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &e,
+                                   static_cast<off_t>(pos + 1));
+    } else {
+      struct stat st;
+      ns_.fillStat(child, &st);
+      len = fuse_add_direntry(req, buf.data() + used, size - used, name.c_str(), &st,
+                              static_cast<off_t>(pos + 1));
+    }
+    if (len > size - used) break;
+    used += len;
+  }
+  fuse_reply_buf(req, buf.data(), used);
+}
+
+void FuseServer::onStatfs(fuse_req_t req, fuse_ino_t) {
+  struct statvfs sv {};
+  sv.f_bsize = 1 << 20;
+  sv.f_frsize = 4096;
+  sv.f_blocks = (ns_.totalBytes() + 4095) / 4096;
+  sv.f_files = ns_.nodeCount();
+  sv.f_namemax = 255;
+  sv.f_flag = ST_RDONLY | ST_NOSUID | ST_NODEV;
+  fuse_reply_statfs(req, &sv);
+}
+
+void FuseServer::onGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  if (ino != DatasetNamespace::kRootIno || config_.adminSocketPath.empty() ||
+      std::strcmp(name, admin::kAdminXattr) != 0) {
+    return (void)fuse_reply_err(req, ENODATA);
+  }
+  const std::string& v = config_.adminSocketPath;
+  if (size == 0) return (void)fuse_reply_xattr(req, v.size());
+  if (size < v.size()) return (void)fuse_reply_err(req, ERANGE);
+  fuse_reply_buf(req, v.data(), v.size());
+}
+
+void FuseServer::onListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  std::string list;
+  if (ino == DatasetNamespace::kRootIno && !config_.adminSocketPath.empty()) {
+    list.assign(admin::kAdminXattr, std::strlen(admin::kAdminXattr) + 1);
+  }
+  if (size == 0) return (void)fuse_reply_xattr(req, list.size());
+  if (size < list.size()) return (void)fuse_reply_err(req, ERANGE);
+  fuse_reply_buf(req, list.data(), list.size());
+}
+
+}  // namespace epochfs::fusefs

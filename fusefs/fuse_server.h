@@ -1,0 +1,91 @@
+// FuseServer: the libfuse 3 low-level frontend. Translates FUSE requests into
+// DatasetNamespace lookups and ChunkCache reads; replies exactly once per
+// request; every mutating call gets EROFS. Built for speed in the default
+// immutable mode: long entry/attr timeouts, zero-message open (ENOSYS to
+// OPEN/OPENDIR, so the kernel keeps pages and sends no OPEN/RELEASE),
+// readdirplus, 1 MiB reads served from shared chunk buffers without copying.
+// In --revalidate mode, lookups/getattrs older than the age re-stat the source,
+// opens are real and pin one file version per open.
+// Thread-safety: callbacks run on the session's worker threads concurrently.
+#pragma once
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cache/chunk_cache.h"
+#include "cache/source.h"
+#include "fusefs/dataset_namespace.h"
+
+namespace epochfs::fusefs {
+
+class FuseServer {
+ public:
+  struct Config {
+    unsigned revalidateSeconds = 0;  // 0: immutable snapshot
+    unsigned threads = 16;
+    bool allowOther = false;
+    std::string fsname;  // shown in /proc/mounts
+    std::string adminSocketPath;  // advertised via the xattr on the root
+  };
+
+  FuseServer(const Config& config, DatasetNamespace& ns, cache::ChunkCache& cache,
+             cache::Source& source);
+  ~FuseServer();
+
+  // Creates the session and mounts it; the kernel answers accesses once
+  // loop() runs.
+  cache::Status mount(const std::string& mountpoint);
+  // Serves until unmounted or a signal (SIGTERM, SIGINT, SIGHUP) arrives.
+  int loop();
+  void unmount();
+
+  // Callbacks (public for the ops table only).
+  void onInit(fuse_conn_info* conn);
+  void onLookup(fuse_req_t req, fuse_ino_t parent, const char* name);
+  void onGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void onReadlink(fuse_req_t req, fuse_ino_t ino);
+  void onOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void onRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void onOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void onRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
+  void onReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus);
+  void onStatfs(fuse_req_t req, fuse_ino_t ino);
+  void onGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size);
+  void onListxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+
+ private:
+  double timeout() const;
+  fuse_entry_param entryFor(fuse_ino_t ino) const;
+  // In --revalidate mode: re-stat `ino` if its last check is older than the
+  // age. Returns true if the file changed (its chunks were dropped and its
+  // kernel pages scheduled for invalidation).
+  bool revalidate(fuse_ino_t ino);
+  void invalidationLoop();
+
+  Config config_;
+  DatasetNamespace& ns_;
+  cache::ChunkCache& cache_;
+  cache::Source& source_;
+  fuse_session* session_ = nullptr;
+  bool mounted_ = false;
+  bool noOpenSupport_ = false;
+  // --revalidate mode only: steady-clock ns of each inode's last source check.
+  std::unique_ptr<std::atomic<int64_t>[]> checkedAt_;
+  // Kernel page invalidations run on their own thread, never inside a request.
+  std::mutex invalMu_;
+  std::condition_variable invalCv_;
+  std::deque<fuse_ino_t> invalQueue_;
+  bool stopping_ = false;
+  std::thread invalThread_;
+};
+
+}  // namespace epochfs::fusefs

@@ -1,0 +1,129 @@
+// epochfs SOURCE MOUNTPOINT [options]: mounts SOURCE read-only at MOUNTPOINT.
+// Daemonizes by default and exits 0 only once the mount is ready; any failure
+// exits 1 with one line "epochfs: error: REASON" on stderr.
+#define FUSE_USE_VERSION 312
+#include <fcntl.h>
+#include <fuse_log.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/sinks/syslog_sink.h>
+#include <spdlog/spdlog.h>
+
+#include "fusefs/daemon.h"
+#include "fusefs/mount_options.h"
+
+namespace {
+
+using epochfs::fusefs::MountOptions;
+
+int fail(const std::string& reason) {
+  std::fprintf(stderr, "epochfs: error: %s\n", reason.c_str());
+  return 1;
+}
+
+// libfuse's own messages go to our log, not to the user's terminal.
+void fuseLog(enum fuse_log_level level, const char* fmt, va_list ap) {
+  char buf[512];
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  std::string msg(buf);
+  while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+  if (level <= FUSE_LOG_ERR) {
+    spdlog::error("libfuse: {}", msg);
+  } else {
+    spdlog::debug("libfuse: {}", msg);
+  }
+}
+
+void setupLogging(const MountOptions& o) {
+  std::shared_ptr<spdlog::logger> logger;
+  if (!o.logFile.empty()) {
+    logger = spdlog::basic_logger_mt("epochfs", o.logFile);
+  } else if (o.foreground) {
+    logger = spdlog::stderr_logger_mt("epochfs");
+  } else {
+    logger = spdlog::syslog_logger_mt("epochfs", "epochfs", LOG_PID);
+  }
+  logger->set_level(spdlog::level::from_str(o.logLevel));
+  logger->flush_on(spdlog::level::warn);
+  spdlog::set_default_logger(logger);
+  fuse_set_log_func(fuseLog);
+}
+
+// Many files may be open at once through the mount and the admin socket: raise
+// the soft descriptor limit to the hard one.
+void raiseFileLimit() {
+  rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+void detachStdio() {
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null < 0) return;
+  dup2(null, STDIN_FILENO);
+  dup2(null, STDOUT_FILENO);
+  dup2(null, STDERR_FILENO);
+  close(null);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool exitNow = false;
+  auto parsed = epochfs::fusefs::parseMountOptions(argc, argv, &exitNow);
+  if (exitNow) return 0;
+  if (!parsed.isOk()) return fail(parsed.status().message());
+  MountOptions options = std::move(parsed).value();
+  if (auto s = epochfs::fusefs::checkMountable(options); !s.isOk()) return fail(s.message());
+  raiseFileLimit();
+
+  // Daemon mode: the child does all the work (threads start after fork) and
+  // reports "ok" or the reason over a pipe; the parent exits with that.
+  int ready[2] = {-1, -1};
+  if (!options.foreground) {
+    if (pipe2(ready, O_CLOEXEC) != 0) return fail("pipe failed");
+    pid_t pid = fork();
+    if (pid < 0) return fail("fork failed");
+    if (pid > 0) {
+      close(ready[1]);
+      std::string msg;
+      char buf[512];
+      ssize_t n;
+      while ((n = read(ready[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+      if (msg == "ok") return 0;
+      return fail(msg.empty() ? "the daemon exited during start-up" : msg);
+    }
+    close(ready[0]);
+    setsid();
+  }
+
+  setupLogging(options);
+  epochfs::fusefs::Daemon daemon(options);
+  auto started = daemon.start();
+  if (!started.isOk()) {
+    if (options.foreground) return fail(started.message());
+    ssize_t w = write(ready[1], started.message().data(), started.message().size());
+    (void)w;
+    return 1;
+  }
+  spdlog::info("mounted {} on {}", options.source, options.mountpoint);
+  if (!options.foreground) {
+    ssize_t w = write(ready[1], "ok", 2);
+    (void)w;
+    close(ready[1]);
+    if (chdir("/") != 0) spdlog::warn("chdir / failed");
+    detachStdio();
+  }
+  int rc = daemon.run();
+  spdlog::info("unmounted {}", options.mountpoint);
+  return rc;
+}

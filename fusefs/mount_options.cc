@@ -1,0 +1,224 @@
+#include "fusefs/mount_options.h"
+
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+
+namespace epochfs::fusefs {
+
+using cache::Result;
+using cache::Status;
+
+namespace {
+
+// Generic options mount(8) and fstab pass; accepted and ignored (the mount is
+// always ro,nosuid,nodev).
+bool isGenericMountOption(const std::string& name) {
+  static const std::set<std::string> kGeneric = {
+      "rw",     "ro",       "suid",  "nosuid",   "dev",   "nodev",  "exec",     "noexec",
+      "auto",   "noauto",   "user",  "nouser",   "users", "owner",  "defaults", "_netdev",
+      "async",  "sync",     "atime", "noatime",  "relatime", "nofail", "diratime", "nodiratime"};
+  return kGeneric.count(name) > 0 || name.rfind("x-", 0) == 0 || name.rfind("comment=", 0) == 0;
+}
+
+// Turns `-o a=b,c` into `--a b --c`, so both spellings go through one parser.
+Result<std::vector<std::string>> expandDashO(int argc, char** argv) {
+  std::vector<std::string> out;
+  out.emplace_back(argv[0]);
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string list;
+    if (arg == "-o") {
+      if (i + 1 >= argc) return Status::invalidArgument("-o needs a value");
+      list = argv[++i];
+    } else if (arg.rfind("-o", 0) == 0 && arg.size() > 2 && arg[2] != '-') {
+      list = arg.substr(2);
+    } else {
+      out.push_back(arg);
+      continue;
+    }
+    size_t pos = 0;
+    while (pos <= list.size()) {
+      size_t comma = list.find(',', pos);
+      std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos
+                                                                      : comma - pos);
+      pos = comma == std::string::npos ? list.size() + 1 : comma + 1;
+      if (item.empty() || isGenericMountOption(item)) continue;
+      size_t eq = item.find('=');
+      std::string name = item.substr(0, eq);
+      for (char& c : name) {
+        if (c == '_') c = '-';
+      }
+      out.push_back("--" + name);
+      if (eq != std::string::npos) out.push_back(item.substr(eq + 1));
+    }
+  }
+  return out;
+}
+
+uint64_t readCgroupLimit() {
+  for (const char* path : {"/sys/fs/cgroup/memory.max",
+                           "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream f(path);
+    std::string v;
+    if (f >> v && v != "max") {
+      uint64_t n = std::strtoull(v.c_str(), nullptr, 10);
+      if (n > 0 && n < (uint64_t{1} << 60)) return n;
+    }
+  }
+  return 0;
+}
+
+std::string canonicalDir(const std::string& path, const char* what) {
+  std::error_code ec;
+  auto p = std::filesystem::canonical(path, ec);
+  if (ec) throw std::runtime_error(std::string(what) + " " + path + ": " + ec.message());
+  if (!std::filesystem::is_directory(p, ec)) {
+    throw std::runtime_error(std::string(what) + " " + path + " is not a directory");
+  }
+  return p.string();
+}
+
+}  // namespace
+
+uint64_t availableMemoryBytes() {
+  uint64_t total = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                   static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  uint64_t limit = readCgroupLimit();
+  return limit > 0 && limit < total ? limit : total;
+}
+
+Result<uint64_t> parseSize(const std::string& text, uint64_t memoryBytes) {
+  if (text.empty()) return Status::invalidArgument("empty size");
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || !std::isfinite(v) || v < 0) {
+    return Status::invalidArgument("malformed size '" + text + "'");
+  }
+  std::string suffix(end);
+  double mult = 1;
+  if (suffix.empty() || suffix == "B") {
+    mult = 1;
+  } else if (suffix == "%") {
+    if (v > 100) return Status::invalidArgument("percentage over 100 in '" + text + "'");
+    return static_cast<uint64_t>(static_cast<double>(memoryBytes) * v / 100.0);
+  } else {
+    const std::string units = "KMGT";
+    size_t u = units.find(static_cast<char>(std::toupper(suffix[0])));
+    bool tail = suffix.size() == 1 || suffix.substr(1) == "B" || suffix.substr(1) == "iB";
+    if (u == std::string::npos || !tail) {
+      return Status::invalidArgument("malformed size '" + text + "' (use K, M, G, T or %)");
+    }
+    mult = std::pow(1024.0, static_cast<double>(u + 1));
+  }
+  double bytes = v * mult;
+  if (bytes > 9.0e18) return Status::invalidArgument("size too large: '" + text + "'");
+  return static_cast<uint64_t>(bytes);
+}
+
+Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
+  *exitNow = false;
+  auto expanded = expandDashO(argc, argv);
+  if (!expanded.isOk()) return expanded.status();
+  std::vector<std::string>& args = *expanded;
+
+  MountOptions o;
+  std::string ramCache, diskCache, chunkSize = "1M";
+  CLI::App app{"epochfs: a read-only FUSE cache for deep-learning datasets", "epochfs"};
+  app.add_option("source", o.source, "Dataset directory (the source)")->required();
+  app.add_option("mountpoint", o.mountpoint, "Where to mount it")->required();
+  app.add_flag("-f,--foreground", o.foreground, "Stay in the foreground");
+  app.add_option("--ram-cache", ramCache, "RAM tier size (default 25% of available memory)");
+  app.add_option("--cache-dir", o.cacheDir, "Directory for the disk tier (default: none)");
+  app.add_option("--disk-cache", diskCache, "Disk tier size (default 50% of free space)");
+  app.add_option("--chunk-size", chunkSize, "Chunk size, 4K..64M (default 1M)");
+  app.add_option("--threads", o.threads, "FUSE worker threads (default 16)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--log-level", o.logLevel, "trace|debug|info|warn|error|off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  app.add_option("--log-file", o.logFile, "Log file (default: syslog-less stderr, or none)");
+  app.add_option("--revalidate", o.revalidateSeconds,
+                 "Re-check source files older than SECONDS (default 0: immutable)")
+      ->check(CLI::Range(0, 86400 * 365));
+  app.add_option("--admin-socket", o.adminSocket, "Admin socket path");
+  app.add_flag("--allow-other", o.allowOther, "Let other users read the mount");
+  app.add_flag("--nonempty", o.nonempty, "Allow mounting over a non-empty directory");
+  app.set_version_flag("-V,--version", "epochfs 0.1.0");
+
+  std::vector<std::string> reversed(args.rbegin(), args.rend() - 1);
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp& e) {
+    std::cout << app.help();
+    *exitNow = true;
+    return o;
+  } catch (const CLI::CallForVersion& e) {
+    std::cout << "epochfs 0.1.0\n";
+    *exitNow = true;
+    return o;
+  } catch (const CLI::ParseError& e) {
+    std::string msg = e.what();
+    return Status::invalidArgument(msg.empty() ? "bad command line" : msg);
+  }
+  o.given.assign(args.begin() + 1, args.end());
+
+  try {
+    o.source = canonicalDir(o.source, "source");
+    o.mountpoint = canonicalDir(o.mountpoint, "mountpoint");
+    if (!o.cacheDir.empty()) o.cacheDir = canonicalDir(o.cacheDir, "cache dir");
+  } catch (const std::exception& e) {
+    return Status::invalidArgument(e.what());
+  }
+  if (o.mountpoint == o.source) {
+    return Status::invalidArgument("mountpoint and source are the same directory");
+  }
+
+  const uint64_t mem = availableMemoryBytes();
+  auto cs = parseSize(chunkSize, mem);
+  if (!cs.isOk()) return Status::invalidArgument("--chunk-size: " + cs.status().message());
+  if (*cs < 4096 || *cs > (64u << 20) || (*cs & (*cs - 1)) != 0) {
+    return Status::invalidArgument("--chunk-size must be a power of two from 4K to 64M");
+  }
+  o.chunkSize = static_cast<uint32_t>(*cs);
+
+  if (ramCache.empty()) {
+    o.ramCacheBytes = mem / 4;
+  } else {
+    auto r = parseSize(ramCache, mem);
+    if (!r.isOk()) return Status::invalidArgument("--ram-cache: " + r.status().message());
+    o.ramCacheBytes = *r;
+  }
+
+  if (!diskCache.empty() && o.cacheDir.empty()) {
+    return Status::invalidArgument("--disk-cache needs --cache-dir");
+  }
+  if (!o.cacheDir.empty()) {
+    struct statvfs vfs;
+    if (statvfs(o.cacheDir.c_str(), &vfs) != 0) {
+      return Status::invalidArgument("cannot stat the cache dir's filesystem");
+    }
+    const uint64_t fsSize = uint64_t{vfs.f_blocks} * vfs.f_frsize;
+    const uint64_t fsFree = uint64_t{vfs.f_bavail} * vfs.f_frsize;
+    // Never plan to leave less than 10% of the filesystem free.
+    const uint64_t keepFree = fsSize / 10;
+    const uint64_t usable = fsFree > keepFree ? fsFree - keepFree : 0;
+    if (diskCache.empty()) {
+      o.diskCacheBytes = std::min(fsFree / 2, usable);
+    } else {
+      auto r = parseSize(diskCache, fsSize);
+      if (!r.isOk()) return Status::invalidArgument("--disk-cache: " + r.status().message());
+      o.diskCacheBytes = *r;
+    }
+  }
+  if (o.threads == 0) o.threads = 16;
+  return o;
+}
+
+}  // namespace epochfs::fusefs

@@ -1,0 +1,44 @@
+// MountOptions: everything the command line (`--name value` or fstab-style
+// `-o name=value`) can say, parsed and validated. Parsing may throw inside;
+// the public functions return Result with a one-line reason.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache/status.h"
+
+namespace epochfs::fusefs {
+
+struct MountOptions {
+  std::string source;      // absolute, canonical
+  std::string mountpoint;  // absolute, canonical
+  bool foreground = false;
+  uint64_t ramCacheBytes = 0;  // resolved (default: 25% of the memory available)
+  std::string cacheDir;        // empty: no disk tier
+  uint64_t diskCacheBytes = 0;  // resolved when cacheDir is set
+  uint32_t chunkSize = 1 << 20;
+  unsigned threads = 0;  // resolved (default: 16)
+  std::string logLevel = "warn";
+  std::string logFile;
+  unsigned revalidateSeconds = 0;  // 0: the dataset is immutable after the snapshot
+  bool allowOther = false;
+  bool nonempty = false;
+  std::string adminSocket;  // empty: the default location
+  // The command line, for `epochctl status`.
+  std::vector<std::string> given;
+};
+
+// Parses argv. `--help`/`--version` print and set `exitNow`.
+cache::Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow);
+
+// "64M", "1.5G", "4096", "25%" (of `memoryBytes`). K/M/G/T are powers of 1024.
+cache::Result<uint64_t> parseSize(const std::string& text, uint64_t memoryBytes);
+
+// The memory available to this process: the cgroup limit where one is set,
+// else MemTotal.
+uint64_t availableMemoryBytes();
+
+}  // namespace epochfs::fusefs

@@ -1,0 +1,15 @@
+// Human-readable renderings of admin replies.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace epochfs::ctl {
+
+std::string humanBytes(uint64_t bytes);
+std::string formatStatus(const nlohmann::json& status);
+std::string formatStats(const nlohmann::json& stats);
+
+}  // namespace epochfs::ctl

@@ -1,0 +1,131 @@
+// DiskTier: the local-SSD chunk tier. Owns one cache directory (created 0700
+// if missing, refused if another uid owns it), its `LOCK` file and its
+// segment files `seg-NNNNNN.dat` (0600); it never touches any other file.
+//
+// Chunks are appended as checksummed records (see segment_file.h) to the
+// current segment; an in-memory index maps key.hash to the record. open()
+// rebuilds the index by walking every segment's headers, so a restarted
+// daemon finds its chunks again; a torn tail is truncated away. Eviction drops
+// whole segments, least recently used first (a lookup hit or a write touches
+// its segment), like CacheLib navy's region eviction; the bytes in use (sum of
+// segment file sizes) never exceed the capacity.
+//
+// Thread-safety: every method may be called from any thread concurrently.
+// Lock order: writeMu_ (appends, segment creation and eviction) before mu_
+// (index and segment table). Lookups hold mu_ only to find the record and do
+// the pread with no lock held; a segment evicted meanwhile stays readable
+// until its last reader drops it. The directory is locked with flock() for
+// the life of the object, so a second DiskTier (any process) on it is refused.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/chunk_store.h"
+#include "cache/status.h"
+
+namespace epochfs::cache {
+
+class SegmentFile;
+
+struct DiskTierOptions {
+  std::string dir;                      // the daemon's own cache directory
+  uint64_t capacityBytes = 0;           // bound on the sum of segment file sizes
+  uint64_t segmentBytes = 64ull << 20;  // upper bound; see DiskTier::segmentBytes()
+  uint64_t datasetId = 0;               // for logs; keys already include it
+};
+
+class DiskTier : public ChunkStore {
+ public:
+  static constexpr uint64_t kMinAdaptiveSegmentBytes = 4ull << 20;
+  // Consecutive write errors after which insert() refuses everything.
+  static constexpr int kMaxConsecutiveWriteErrors = 8;
+
+  // Creates/locks the directory and rebuilds the index from its segments.
+  // kUnavailable if another DiskTier holds the directory; kPermissionDenied if
+  // the directory is not ours; kInvalidArgument for bad options.
+  static Result<std::unique_ptr<DiskTier>> open(const DiskTierOptions& options);
+  ~DiskTier() override;
+  DiskTier(const DiskTier&) = delete;
+  DiskTier& operator=(const DiskTier&) = delete;
+
+  // Reads and verifies the record (header and XXH3 of the data). A damaged
+  // record is dropped and counted in usage().corruptions; a read error or an
+  // identity mismatch drops the entry too. Allocates the returned chunk.
+  ChunkRef lookup(const ChunkKey& key, const FileIdentity& id) override;
+  // Appends the chunk (with its stored checksum); false if it is larger than a
+  // segment, the tier is unhealthy or the write failed (nothing is left half
+  // written).
+  bool insert(const ChunkRef& chunk) override;
+  bool contains(const ChunkKey& key) const override;
+  // Forgets the record; its bytes are reclaimed when its segment is evicted.
+  void erase(const ChunkKey& key) override;
+  TierUsage usage() const override;
+
+  // Evicts every segment (not counted as evictions) and deletes their files.
+  void clear();
+  uint64_t segmentCount() const;
+  // The segment size in use: min(options.segmentBytes,
+  // max(kMinAdaptiveSegmentBytes, capacity / 16)), so small caches still have
+  // many segments to evict from.
+  uint64_t segmentBytes() const { return segmentBytes_; }
+  // False after kMaxConsecutiveWriteErrors failed writes in a row.
+  bool healthy() const { return healthy_.load(std::memory_order_relaxed); }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  struct IndexEntry {
+    uint32_t segment = 0;
+    uint32_t length = 0;  // data bytes
+    uint64_t offset = 0;  // of the record header
+    uint64_t checksum = 0;
+    FileIdentity identity;
+  };
+  struct Segment {
+    std::shared_ptr<SegmentFile> file;
+    uint64_t size = 0;           // bytes written (the file size)
+    uint64_t lastAccess = 0;     // tick_ at the last hit or write
+    std::vector<uint64_t> keys;  // key hashes written here, in order
+  };
+
+  DiskTier(const DiskTierOptions& options, int dirFd, int lockFd);
+  Status recoverSegments();
+  // Evicts the least recently used segment, preferring sealed ones to the
+  // active one. False if there is none. Requires writeMu_.
+  bool evictOneSegment(bool countEvictions);
+  void dropSegment(uint32_t id, bool countEvictions);  // requires writeMu_
+  // Drops key's entry if it still points at (segment, offset); a corrupt one
+  // is counted (once, by whoever drops it).
+  void dropEntry(uint64_t keyHash, uint32_t segment, uint64_t offset, bool corrupt);
+  void noteWriteError(const Status& s);  // requires writeMu_
+
+  const std::string dir_;
+  const uint64_t capacity_;
+  const uint64_t segmentBytes_;
+  const uint64_t datasetId_;
+  const int dirFd_;
+  const int lockFd_;
+
+  std::mutex writeMu_;              // before mu_
+  uint32_t activeSegment_ = 0;      // 0: none; guarded by writeMu_ (read under mu_ too)
+  uint32_t nextSegmentId_ = 1;      // guarded by writeMu_
+  int consecutiveWriteErrors_ = 0;  // guarded by writeMu_
+
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, IndexEntry> index_;  // key.hash -> record
+  std::map<uint32_t, Segment> segments_;            // by id
+  uint64_t bytesUsed_ = 0;
+  uint64_t tick_ = 0;
+  uint64_t evictions_ = 0;
+  uint64_t corruptions_ = 0;
+
+  std::atomic<bool> healthy_{true};
+};
+
+}  // namespace epochfs::cache

@@ -1,0 +1,61 @@
+// RamTier: the in-memory chunk tier. Owns references to the chunks it holds
+// (ChunkRef), bounded by a byte capacity (the chunks' data bytes), and evicts
+// least-recently-used chunks when full.
+//
+// Sharded by key hash: each shard has its own mutex, hash map and LRU list and
+// an equal slice of the capacity (as LevelDB's ShardedLRUCache), so FUSE
+// workers rarely contend. Small caches use fewer shards, so that every shard
+// holds at least kMinShardBytes and a 1 MiB chunk always fits when the
+// capacity is at least 1 MiB (a single shard below 2 * kMinShardBytes).
+//
+// Thread-safety: every method may be called from any thread concurrently. A
+// lookup hit takes one shard lock, moves the entry to the front of the LRU
+// list in place and copies a shared_ptr: it does not allocate. Chunks are
+// immutable and were checksummed when built; a hit does not re-hash them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "cache/chunk_store.h"
+
+namespace epochfs::cache {
+
+class RamTier : public ChunkStore {
+ public:
+  static constexpr size_t kMaxShards = 16;
+  static constexpr uint64_t kMinShardBytes = 32ull << 20;
+
+  explicit RamTier(uint64_t capacityBytes);
+  ~RamTier() override;
+  RamTier(const RamTier&) = delete;
+  RamTier& operator=(const RamTier&) = delete;
+
+  ChunkRef lookup(const ChunkKey& key, const FileIdentity& id) override;
+  // Replaces an entry with the same key. Refuses (false) a null chunk or one
+  // larger than maxChunkBytes().
+  bool insert(const ChunkRef& chunk) override;
+  bool contains(const ChunkKey& key) const override;
+  void erase(const ChunkKey& key) override;
+  // bytesUsed counts chunk data bytes; corruptions is always 0 (RAM chunks are
+  // not re-verified). Evictions count chunks dropped to make room only.
+  TierUsage usage() const override;
+
+  // Drops every chunk (not counted as evictions).
+  void clear();
+
+  size_t shardCount() const { return shardCount_; }
+  // The largest chunk insert() accepts: the capacity of one shard.
+  uint64_t maxChunkBytes() const;
+
+ private:
+  struct Shard;
+  Shard& shardFor(uint64_t hash) const;
+
+  const uint64_t capacity_;
+  size_t shardCount_;
+  std::unique_ptr<Shard[]> shards_;
+};
+
+}  // namespace epochfs::cache

@@ -35,6 +35,10 @@ class ChunkStore {
   // Drops `key` if present.
   virtual void erase(const ChunkKey& key) = 0;
 
+  // A hint that `key` was just consumed and is not needed again soon: make
+  // it the first candidate for eviction. Default: ignored.
+  virtual void demote(const ChunkKey& key) {}
+
   virtual TierUsage usage() const = 0;
 };
 

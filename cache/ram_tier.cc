@@ -104,9 +104,28 @@ bool RamTier::insert(const ChunkRef& chunk) {
       s.bytes -= e->chunk->size();
       dropped.push_back(std::move(e->chunk));
     }
-    // Evict from the LRU end (never the new entry, which is not linked yet).
+    // Evict from the cold end (never the new entry, which is not linked yet).
+    const EvictionAdvisor* advisor = advisor_.load();
+    const bool byNextUse = advisor != nullptr && advisor->active();
+    const uint64_t incomingUse = byNextUse ? advisor->nextUse(chunk->key) : 0;
     while (s.bytes + n > s.capacity && s.head.prev != &s.head) {
       Entry* victim = s.head.prev;
+      if (byNextUse) {
+        // Farthest next use among the coldest entries.
+        uint64_t farthest = advisor->nextUse(victim->chunk->key);
+        Entry* e = victim->prev;
+        for (int i = 1; i < kVictimScan && e != &s.head && farthest != EvictionAdvisor::kNever;
+             ++i, e = e->prev) {
+          const uint64_t use = advisor->nextUse(e->chunk->key);
+          if (use > farthest) farthest = use, victim = e;
+        }
+        if (incomingUse > farthest) {
+          // Everything we could evict is needed sooner than the newcomer: do
+          // not admit it (an old copy of the key was already dropped above).
+          s.map.erase(it);
+          return false;
+        }
+      }
       auto vit = s.map.find(victim->chunk->key.hash);
       dropped.push_back(s.remove(vit));
       ++s.evictions;
@@ -130,6 +149,20 @@ void RamTier::erase(const ChunkKey& key) {
   std::lock_guard<std::mutex> lock(s.mu);
   auto it = s.map.find(key.hash);
   if (it != s.map.end()) gone = s.remove(it);
+}
+
+void RamTier::demote(const ChunkKey& key) {
+  Shard& s = shardFor(key.hash);
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.map.find(key.hash);
+  if (it == s.map.end()) return;
+  Entry* e = &it->second;
+  s.unlink(e);
+  // Push to the cold end.
+  e->next = &s.head;
+  e->prev = s.head.prev;
+  s.head.prev->next = e;
+  s.head.prev = e;
 }
 
 TierUsage RamTier::usage() const {

@@ -1,6 +1,10 @@
 // RamTier: the in-memory chunk tier. Owns references to the chunks it holds
 // (ChunkRef), bounded by a byte capacity (the chunks' data bytes), and evicts
-// least-recently-used chunks when full.
+// least-recently-used chunks when full. With a live EvictionAdvisor (an
+// access plan is registered) it evicts by farthest next use instead: among the
+// kVictimScan entries at the cold end of the list (where demote() puts
+// consumed chunks) the one needed last goes, and a chunk needed later than
+// that victim is not admitted at all (Belady's rule with admission control).
 //
 // Sharded by key hash: each shard has its own mutex, hash map and LRU list and
 // an equal slice of the capacity (as LevelDB's ShardedLRUCache), so FUSE
@@ -18,7 +22,10 @@
 #include <cstdint>
 #include <memory>
 
+#include <atomic>
+
 #include "cache/chunk_store.h"
+#include "cache/eviction_advisor.h"
 
 namespace epochfs::cache {
 
@@ -38,12 +45,18 @@ class RamTier : public ChunkStore {
   bool insert(const ChunkRef& chunk) override;
   bool contains(const ChunkKey& key) const override;
   void erase(const ChunkKey& key) override;
+  void demote(const ChunkKey& key) override;
   // bytesUsed counts chunk data bytes; corruptions is always 0 (RAM chunks are
   // not re-verified). Evictions count chunks dropped to make room only.
   TierUsage usage() const override;
 
   // Drops every chunk (not counted as evictions).
   void clear();
+
+  // Installs the advisor consulted on eviction (null: plain LRU). Not owned;
+  // must outlive this tier or be reset first.
+  void setAdvisor(const EvictionAdvisor* advisor) { advisor_.store(advisor); }
+  static constexpr int kVictimScan = 64;
 
   size_t shardCount() const { return shardCount_; }
   // The largest chunk insert() accepts: the capacity of one shard.
@@ -53,6 +66,7 @@ class RamTier : public ChunkStore {
   struct Shard;
   Shard& shardFor(uint64_t hash) const;
 
+  std::atomic<const EvictionAdvisor*> advisor_{nullptr};
   const uint64_t capacity_;
   size_t shardCount_;
   std::unique_ptr<Shard[]> shards_;

@@ -23,6 +23,13 @@ inline constexpr uint32_t kMaxMessageBytes = 64 * 1024;
 // Commands the daemon serves.
 inline constexpr const char* kCmdStatus = "status";  // version, pid, source, options, tiers
 inline constexpr const char* kCmdStats = "stats";    // counters (docs/METRICS.md)
+// A registered order (docs/PREFETCH.md), streamed over one connection:
+// order_begin {epoch, rank, start}; order_append {entries: [...]} repeated;
+// order_commit -> {entries: N}. order_clear drops every plan.
+inline constexpr const char* kCmdOrderBegin = "order_begin";
+inline constexpr const char* kCmdOrderAppend = "order_append";
+inline constexpr const char* kCmdOrderCommit = "order_commit";
+inline constexpr const char* kCmdOrderClear = "order_clear";
 
 namespace detail {
 inline bool writeAll(int fd, const char* p, size_t n) {

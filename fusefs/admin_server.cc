@@ -120,14 +120,15 @@ void AdminServer::serve(int fd) {
   ucred cred{};
   socklen_t len = sizeof cred;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return;
-  AdminCaller caller{cred.pid, cred.uid, cred.gid};
+  AdminSession session;
+  session.caller = AdminCaller{cred.pid, cred.uid, cred.gid};
   std::string message;
   while (!stopping_.load() && admin::receiveMessage(fd, message)) {
-    if (!admin::sendMessage(fd, dispatch(message, caller))) return;
+    if (!admin::sendMessage(fd, dispatch(message, session))) return;
   }
 }
 
-std::string AdminServer::dispatch(const std::string& message, const AdminCaller& caller) {
+std::string AdminServer::dispatch(const std::string& message, AdminSession& session) {
   nlohmann::json reply;
   try {
     nlohmann::json request = nlohmann::json::parse(message);
@@ -138,7 +139,7 @@ std::string AdminServer::dispatch(const std::string& message, const AdminCaller&
     if (it == handlers_.end()) {
       throw std::invalid_argument("unknown command '" + request["cmd"].get<std::string>() + "'");
     }
-    reply = it->second(request, caller);
+    reply = it->second(request, session);
     if (!reply.contains("ok")) reply["ok"] = true;
   } catch (const std::exception& e) {
     reply = {{"ok", false}, {"error", e.what()}};

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <any>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -27,12 +28,19 @@ struct AdminCaller {
   gid_t gid = 0;
 };
 
+// One connection: who is calling, and state a multi-message command (such as
+// a streamed order) keeps between its messages.
+struct AdminSession {
+  AdminCaller caller;
+  std::any state;
+};
+
 class AdminServer {
  public:
   static constexpr int kMaxConnections = 64;
   static constexpr int kReceiveTimeoutSeconds = 5;
 
-  using Handler = std::function<nlohmann::json(const nlohmann::json& request, const AdminCaller&)>;
+  using Handler = std::function<nlohmann::json(const nlohmann::json& request, AdminSession&)>;
 
   AdminServer() = default;
   ~AdminServer();
@@ -55,7 +63,7 @@ class AdminServer {
  private:
   void acceptLoop();
   void serve(int fd);
-  std::string dispatch(const std::string& message, const AdminCaller& caller);
+  std::string dispatch(const std::string& message, AdminSession& session);
 
   std::map<std::string, Handler> handlers_;
   std::string path_;

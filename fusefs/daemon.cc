@@ -12,6 +12,7 @@
 #include "cache/disk_tier.h"
 #include "cache/ram_tier.h"
 #include "fusefs/admin_protocol.h"
+#include "fusefs/plan_builder.h"
 
 namespace epochfs::fusefs {
 
@@ -80,6 +81,56 @@ Daemon::Daemon(MountOptions options) : options_(std::move(options)) {}
 Daemon::~Daemon() {
   admin_.stop();
   fuse_.reset();  // unmounts if still mounted
+  if (ram_) ram_->setAdvisor(nullptr);
+  prefetcher_.reset();
+}
+
+void Daemon::requireOwner(const AdminSession& session) {
+  if (session.caller.uid != 0 && session.caller.uid != geteuid()) {
+    throw std::runtime_error("permission denied: only the daemon's owner or root may do this");
+  }
+}
+
+void Daemon::registerAdminCommands() {
+  admin_.handle(admin::kCmdStatus, [this](const json&, AdminSession&) { return statusJson(); });
+  admin_.handle(admin::kCmdStats, [this](const json&, AdminSession&) { return statsJson(); });
+
+  // A streamed order: begin, append (each message under the 64 KiB cap), commit.
+  admin_.handle(admin::kCmdOrderBegin, [this](const json& req, AdminSession& session) {
+    requireOwner(session);
+    const int64_t epoch = req.value("epoch", int64_t{0});
+    const int rank = req.value("rank", 0);
+    const uint64_t start = req.value("start", uint64_t{0});
+    if (rank < 0) throw std::invalid_argument("rank must be >= 0");
+    session.state = std::make_shared<PlanBuilder>(*namespace_, epoch, rank, start,
+                                                  options_.maxPlanEntries);
+    return json::object();
+  });
+  admin_.handle(admin::kCmdOrderAppend, [](const json& req, AdminSession& session) {
+    auto* builder = std::any_cast<std::shared_ptr<PlanBuilder>>(&session.state);
+    if (builder == nullptr) throw std::invalid_argument("order_append without order_begin");
+    cache::Status s = (*builder)->append(req.value("entries", json::array()));
+    if (!s.isOk()) {
+      session.state.reset();
+      throw std::invalid_argument(s.message());
+    }
+    return json{{"entries", (*builder)->size()}};
+  });
+  admin_.handle(admin::kCmdOrderCommit, [this](const json&, AdminSession& session) {
+    auto* builder = std::any_cast<std::shared_ptr<PlanBuilder>>(&session.state);
+    if (builder == nullptr) throw std::invalid_argument("order_commit without order_begin");
+    auto plan = (*builder)->build();
+    session.state.reset();
+    if (plan->start() > plan->size()) throw std::invalid_argument("start is past the plan's end");
+    const size_t n = plan->size();
+    prefetcher_->setPlan(std::move(plan));
+    return json{{"entries", n}};
+  });
+  admin_.handle(admin::kCmdOrderClear, [this](const json&, AdminSession& session) {
+    requireOwner(session);
+    prefetcher_->clear();
+    return json::object();
+  });
 }
 
 Status Daemon::openTiers() {
@@ -126,8 +177,14 @@ Status Daemon::start() {
     if (!p.isOk()) return p.status();
     socketPath = *p;
   }
-  admin_.handle(admin::kCmdStatus, [this](const json&, const AdminCaller&) { return statusJson(); });
-  admin_.handle(admin::kCmdStats, [this](const json&, const AdminCaller&) { return statsJson(); });
+  prefetch::PrefetchOptions po;
+  po.workers = options_.prefetchThreads;
+  po.windowFiles = options_.prefetchWindow;
+  po.memoryBytes = options_.prefetchMemory;
+  prefetcher_ = std::make_unique<prefetch::Prefetcher>(po, *cache_);
+  ram_->setAdvisor(prefetcher_.get());
+
+  registerAdminCommands();
   s = admin_.start(socketPath);
   if (!s.isOk()) return s;
 
@@ -137,7 +194,7 @@ Status Daemon::start() {
   fc.allowOther = options_.allowOther;
   fc.fsname = "epochfs";
   fc.adminSocketPath = socketPath;
-  fuse_ = std::make_unique<FuseServer>(fc, *namespace_, *cache_, *source_);
+  fuse_ = std::make_unique<FuseServer>(fc, *namespace_, *cache_, *source_, prefetcher_.get());
   return fuse_->mount(options_.mountpoint);
 }
 
@@ -192,7 +249,22 @@ json Daemon::statsJson() const {
                       {{"p50", st.sourceLatency.quantileMicros(0.5)},
                        {"p90", st.sourceLatency.quantileMicros(0.9)},
                        {"p99", st.sourceLatency.quantileMicros(0.99)}}}};
+  json streams = json::array();
+  for (const auto& p : prefetcher_->stats()) {
+    streams.push_back({{"epoch", p.epoch},
+                       {"rank", p.rank},
+                       {"length", p.length},
+                       {"start", p.start},
+                       {"position", p.position},
+                       {"lead_files", p.leadFiles},
+                       {"lead_seconds", p.leadSeconds},
+                       {"stalls", p.stalls},
+                       {"hits", p.hits},
+                       {"prefetched_files", p.prefetchedFiles},
+                       {"prefetched_bytes", p.prefetchedBytes}});
+  }
   return {{"read_requests", st.readRequests.load()},
+          {"prefetch", {{"inflight_bytes", prefetcher_->inflightBytes()}, {"streams", streams}}},
           {"read_bytes", st.readBytes.load()},
           {"coalesced", st.coalesced.load()},
           {"source_errors", st.sourceErrors.load()},

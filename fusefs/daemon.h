@@ -11,6 +11,8 @@
 #include "cache/chunk_cache.h"
 #include "cache/chunk_store.h"
 #include "cache/posix_source.h"
+#include "cache/ram_tier.h"
+#include "prefetch/prefetcher.h"
 #include "fusefs/admin_server.h"
 #include "fusefs/dataset_namespace.h"
 #include "fusefs/fuse_server.h"
@@ -34,6 +36,9 @@ class Daemon {
 
  private:
   cache::Status openTiers();
+  void registerAdminCommands();
+  // Mutating commands: the daemon's owner and root only.
+  static void requireOwner(const AdminSession& session);
 
   MountOptions options_;
   std::chrono::steady_clock::time_point startedAt_;
@@ -41,9 +46,10 @@ class Daemon {
   double snapshotSeconds_ = 0;
   std::unique_ptr<cache::PosixSource> source_;
   std::unique_ptr<DatasetNamespace> namespace_;
-  std::unique_ptr<cache::ChunkStore> ram_;
+  std::unique_ptr<cache::RamTier> ram_;
   std::unique_ptr<cache::ChunkStore> disk_;
   std::unique_ptr<cache::ChunkCache> cache_;
+  std::unique_ptr<prefetch::Prefetcher> prefetcher_;
   std::unique_ptr<FuseServer> fuse_;
   AdminServer admin_;
 };

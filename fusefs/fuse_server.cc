@@ -93,8 +93,8 @@ const fuse_lowlevel_ops& opsTable() {
 }  // namespace
 
 FuseServer::FuseServer(const Config& config, DatasetNamespace& ns, cache::ChunkCache& cache,
-                       cache::Source& source)
-    : config_(config), ns_(ns), cache_(cache), source_(source) {
+                       cache::Source& source, prefetch::Prefetcher* prefetcher)
+    : config_(config), ns_(ns), cache_(cache), source_(source), prefetcher_(prefetcher) {
   if (config_.revalidateSeconds > 0) {
     checkedAt_.reset(new std::atomic<int64_t>[ns_.nodeCount() + 1]);
     const int64_t now = nowNs();
@@ -294,6 +294,7 @@ void FuseServer::onRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   iovec iov[kMaxPieces];
   size_t n = 0;
   const std::string& path = ns_.path(ino);
+  auto worst = cache::ChunkCache::Tier::kRam;
   for (uint32_t idx = first; idx <= last && n < kMaxPieces; ++idx, ++n) {
     cache::ChunkCache::Tier tier;
     auto r = cache_.get(path, id, idx, &tier);
@@ -308,7 +309,9 @@ void FuseServer::onRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     iov[n].iov_base = const_cast<char*>(refs[n]->data.data() + from);
     iov[n].iov_len = to > from ? to - from : 0;
     cache_.countServed(tier, iov[n].iov_len);
+    worst = std::max(worst, tier);
   }
+  if (prefetcher_ != nullptr) prefetcher_->onRead(id.fileId, offset, end - offset, worst);
   cache_.stats().readRequests.fetch_add(1, std::memory_order_relaxed);
   cache_.stats().readBytes.fetch_add(end - offset, std::memory_order_relaxed);
   fuse_reply_iov(req, iov, static_cast<int>(n));

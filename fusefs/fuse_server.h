@@ -24,6 +24,7 @@
 #include "cache/chunk_cache.h"
 #include "cache/source.h"
 #include "fusefs/dataset_namespace.h"
+#include "prefetch/prefetcher.h"
 
 namespace epochfs::fusefs {
 
@@ -37,8 +38,10 @@ class FuseServer {
     std::string adminSocketPath;  // advertised via the xattr on the root
   };
 
+  // `prefetcher` (may be null) is told of every read, to track the readers'
+  // positions in their plans.
   FuseServer(const Config& config, DatasetNamespace& ns, cache::ChunkCache& cache,
-             cache::Source& source);
+             cache::Source& source, prefetch::Prefetcher* prefetcher);
   ~FuseServer();
 
   // Creates the session and mounts it; the kernel answers accesses once
@@ -75,6 +78,7 @@ class FuseServer {
   DatasetNamespace& ns_;
   cache::ChunkCache& cache_;
   cache::Source& source_;
+  prefetch::Prefetcher* prefetcher_;
   fuse_session* session_ = nullptr;
   bool mounted_ = false;
   bool noOpenSupport_ = false;

@@ -148,6 +148,14 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
                  "Re-check source files older than SECONDS (default 0: immutable)")
       ->check(CLI::Range(0, 86400 * 365));
   app.add_option("--admin-socket", o.adminSocket, "Admin socket path");
+  std::string prefetchMemory = "256M";
+  app.add_option("--prefetch-window", o.prefetchWindow, "Plan entries to prefetch ahead (default 512)")
+      ->check(CLI::Range(0, 10000000));
+  app.add_option("--prefetch-memory", prefetchMemory, "Prefetch bytes in flight (default 256M)");
+  app.add_option("--prefetch-threads", o.prefetchThreads, "Concurrent prefetch reads (default 32)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--max-plan-entries", o.maxPlanEntries, "Cap on a registered order (default 20M)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
   app.add_flag("--allow-other", o.allowOther, "Let other users read the mount");
   app.add_flag("--nonempty", o.nonempty, "Allow mounting over a non-empty directory");
   app.set_version_flag("-V,--version", "epochfs 0.1.0");
@@ -217,6 +225,9 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
       o.diskCacheBytes = *r;
     }
   }
+  auto pm = parseSize(prefetchMemory, mem);
+  if (!pm.isOk()) return Status::invalidArgument("--prefetch-memory: " + pm.status().message());
+  o.prefetchMemory = *pm;
   if (o.threads == 0) o.threads = 16;
   return o;
 }

@@ -27,6 +27,11 @@ struct MountOptions {
   bool allowOther = false;
   bool nonempty = false;
   std::string adminSocket;  // empty: the default location
+  // Prefetch (docs/PREFETCH.md).
+  uint32_t prefetchWindow = 512;        // plan entries ahead of the reader
+  uint64_t prefetchMemory = 256 << 20;  // prefetch bytes in flight
+  unsigned prefetchThreads = 32;        // concurrent prefetch reads
+  uint64_t maxPlanEntries = 20000000;   // cap on one registered order
   // The command line, for `epochctl status`.
   std::vector<std::string> given;
 };

@@ -1,0 +1,19 @@
+#include "prefetch/access_plan.h"
+
+namespace epochfs::prefetch {
+
+AccessPlan::AccessPlan(int64_t epoch, int rank, uint64_t start, std::vector<PlanEntry> entries)
+    : epoch_(epoch), rank_(rank), start_(start), entries_(std::move(entries)) {
+  positions_.reserve(entries_.size());
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    totalBytes_ += entries_[i].length;
+    positions_[entries_[i].identity.fileId].push_back(static_cast<uint32_t>(i));
+  }
+}
+
+const std::vector<uint32_t>* AccessPlan::positionsOf(uint64_t fileId) const {
+  auto it = positions_.find(fileId);
+  return it == positions_.end() ? nullptr : &it->second;
+}
+
+}  // namespace epochfs::prefetch

@@ -1,0 +1,48 @@
+// AccessPlan: the order in which one reader stream (a rank) will read the
+// dataset in one epoch. An entry is a whole file or a byte range of one (for
+// record formats: LMDB, HDF5, Parquet, WebDataset shards). A plan may start at
+// position `start` to resume mid-epoch after a checkpoint: entries before it
+// are known but not expected to be read. Immutable once built; shared by
+// reference between the admin thread and the prefetcher.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/file_identity.h"
+
+namespace epochfs::prefetch {
+
+struct PlanEntry {
+  std::string relPath;          // relative to the source root
+  cache::FileIdentity identity;  // the snapshot's version of the file
+  uint64_t offset = 0;
+  uint64_t length = 0;  // bytes to read from offset (whole file: its size)
+};
+
+class AccessPlan {
+ public:
+  AccessPlan(int64_t epoch, int rank, uint64_t start, std::vector<PlanEntry> entries);
+
+  int64_t epoch() const { return epoch_; }
+  int rank() const { return rank_; }
+  uint64_t start() const { return start_; }
+  size_t size() const { return entries_.size(); }
+  const PlanEntry& at(size_t pos) const { return entries_[pos]; }
+  uint64_t totalBytes() const { return totalBytes_; }
+
+  // Positions at which file `fileId` is read, ascending (empty if never).
+  const std::vector<uint32_t>* positionsOf(uint64_t fileId) const;
+
+ private:
+  int64_t epoch_;
+  int rank_;
+  uint64_t start_;
+  std::vector<PlanEntry> entries_;
+  uint64_t totalBytes_ = 0;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> positions_;
+};
+
+}  // namespace epochfs::prefetch

@@ -1,0 +1,270 @@
+#include "prefetch/prefetcher.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+
+namespace epochfs::prefetch {
+
+namespace {
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct Prefetcher::Stream {
+  explicit Stream(std::shared_ptr<const AccessPlan> p)
+      : plan(std::move(p)), state(new std::atomic<uint8_t>[plan->size()]) {
+    for (size_t i = 0; i < plan->size(); ++i) state[i].store(0, std::memory_order_relaxed);
+    issued = plan->start();
+    const int64_t now = nowNs();
+    lastProgressNs.store(now);
+    rateSinceNs = now;
+  }
+  uint64_t progress() const { return plan->start() + consumed.load(std::memory_order_relaxed); }
+  bool isConsumed(uint64_t pos) const {
+    return (state[pos].load(std::memory_order_relaxed) & kConsumed) != 0;
+  }
+
+  static constexpr uint8_t kConsumed = 1, kPrefetched = 2;
+
+  std::shared_ptr<const AccessPlan> plan;
+  std::unique_ptr<std::atomic<uint8_t>[]> state;  // kConsumed | kPrefetched per entry
+  std::atomic<uint64_t> consumed{0};
+  std::atomic<uint64_t> highest{0};  // highest consumed position + 1
+  std::atomic<int64_t> lastProgressNs{0};
+  std::atomic<uint64_t> stalls{0}, hits{0}, prefetchedFiles{0}, prefetchedBytes{0};
+  std::atomic<uint64_t> ahead{0};  // entries prefetched and not yet consumed
+  std::atomic<double> filesPerSecond{0};
+  std::atomic<bool> expired{false};
+  // Scheduler thread only.
+  uint64_t issued = 0;  // next position to prefetch
+  int64_t rateSinceNs = 0;
+  uint64_t rateSinceConsumed = 0;
+};
+
+Prefetcher::Prefetcher(const PrefetchOptions& options, cache::ChunkCache& cache)
+    : options_(options), cache_(cache), streams_(std::make_shared<Streams>()) {
+  scheduler_ = std::thread([this] { schedulerLoop(); });
+  for (unsigned i = 0; i < std::max(1u, options_.workers); ++i) {
+    workers_.emplace_back([this] { workerLoop(); });
+  }
+}
+
+Prefetcher::~Prefetcher() {
+  stopping_.store(true);
+  schedCv_.notify_all();
+  scheduler_.join();
+  for (auto& w : workers_) w.join();
+}
+
+std::shared_ptr<const Prefetcher::Streams> Prefetcher::streams() const {
+  std::lock_guard<std::mutex> lock(streamsMu_);
+  return streams_;
+}
+
+void Prefetcher::setPlan(std::shared_ptr<const AccessPlan> plan) {
+  auto stream = std::make_shared<Stream>(std::move(plan));
+  {
+    std::lock_guard<std::mutex> lock(streamsMu_);
+    auto next = std::make_shared<Streams>();
+    for (const auto& s : *streams_) {
+      if (s->plan->rank() != stream->plan->rank()) next->push_back(s);
+    }
+    next->push_back(stream);
+    streams_ = std::move(next);
+    live_.store(true);
+  }
+  offPlanStreak_.store(0);
+  spdlog::info("prefetch: plan for rank {} epoch {}: {} entries from position {}",
+               stream->plan->rank(), stream->plan->epoch(), stream->plan->size(),
+               stream->plan->start());
+  schedCv_.notify_all();
+}
+
+void Prefetcher::clear() {
+  std::lock_guard<std::mutex> lock(streamsMu_);
+  for (const auto& s : *streams_) s->expired.store(true);
+  streams_ = std::make_shared<Streams>();
+  live_.store(false);
+}
+
+void Prefetcher::expire(const char* why) {
+  spdlog::info("prefetch: plans expired ({})", why);
+  clear();
+}
+
+void Prefetcher::demote(const PlanEntry& e) {
+  const uint32_t cs = cache_.chunkSize();
+  const uint64_t end = std::min(e.identity.size, e.offset + e.length);
+  for (uint64_t off = e.offset - e.offset % cs; off < end; off += cs) {
+    cache_.ram().demote(cache_.keyFor(e.identity.fileId, static_cast<uint32_t>(off / cs)));
+  }
+}
+
+void Prefetcher::onRead(uint64_t fileId, uint64_t offset, uint64_t size,
+                        cache::ChunkCache::Tier from) {
+  if (!live_.load(std::memory_order_relaxed)) return;
+  auto all = streams();
+  bool planned = false;
+  for (const auto& s : *all) {
+    const auto* positions = s->plan->positionsOf(fileId);
+    if (positions == nullptr) continue;
+    planned = true;
+    // The first not yet consumed entry of this file whose range the read ends in.
+    for (uint32_t pos : *positions) {
+      if (pos < s->plan->start() || s->isConsumed(pos)) continue;
+      const PlanEntry& e = s->plan->at(pos);
+      if (offset + size < e.offset || offset >= e.offset + std::max<uint64_t>(e.length, 1)) {
+        continue;
+      }
+      if (from == cache::ChunkCache::Tier::kSource) {
+        s->stalls.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        s->hits.fetch_add(1, std::memory_order_relaxed);
+      }
+      s->lastProgressNs.store(nowNs(), std::memory_order_relaxed);
+      if (offset + size >= e.offset + e.length) {
+        const uint8_t before = s->state[pos].fetch_or(Stream::kConsumed);
+        if ((before & Stream::kConsumed) == 0) {
+          if (before & Stream::kPrefetched) s->ahead.fetch_sub(1, std::memory_order_relaxed);
+          demote(e);
+          s->consumed.fetch_add(1, std::memory_order_relaxed);
+          uint64_t h = s->highest.load(std::memory_order_relaxed);
+          while (h < pos + 1u && !s->highest.compare_exchange_weak(h, pos + 1u)) {
+          }
+          schedCv_.notify_one();
+        }
+      }
+      break;
+    }
+  }
+  if (planned) {
+    offPlanStreak_.store(0, std::memory_order_relaxed);
+  } else if (offPlanStreak_.fetch_add(1, std::memory_order_relaxed) + 1 >=
+             options_.deviationReads) {
+    expire("readers left the plan");
+  }
+}
+
+uint64_t Prefetcher::nextUse(const cache::ChunkKey& key) const {
+  auto all = streams();
+  uint64_t best = kNever;
+  for (const auto& s : *all) {
+    const auto* positions = s->plan->positionsOf(key.fileId);
+    if (positions == nullptr) continue;
+    const uint64_t progress = s->progress();
+    for (uint32_t pos : *positions) {
+      if (pos < s->plan->start() || s->isConsumed(pos)) continue;
+      // Distance from the stream's progress, so streams compare fairly.
+      best = std::min<uint64_t>(best, pos > progress ? pos - progress : 0);
+      break;
+    }
+  }
+  return best;
+}
+
+void Prefetcher::schedule(Stream& s, const std::shared_ptr<Stream>& ref) {
+  const uint64_t base = std::max(s.progress(), s.highest.load(std::memory_order_relaxed));
+  s.issued = std::max(s.issued, s.progress());
+  const uint64_t target = std::min<uint64_t>(s.plan->size(), base + options_.windowFiles);
+  while (s.issued < target) {
+    const PlanEntry& e = s.plan->at(s.issued);
+    if (s.isConsumed(s.issued)) {
+      ++s.issued;
+      continue;
+    }
+    const uint64_t inflight = inflightBytes_.load();
+    if (inflight > 0 && inflight + e.length > options_.memoryBytes) break;  // budget full
+    inflightBytes_.fetch_add(e.length);
+    tasks_.enqueue(Task{ref, static_cast<uint32_t>(s.issued)});
+    ++s.issued;
+  }
+}
+
+void Prefetcher::schedulerLoop() {
+  while (!stopping_.load()) {
+    {
+      std::unique_lock<std::mutex> lock(schedMu_);
+      schedCv_.wait_for(lock, std::chrono::milliseconds(20));
+    }
+    auto all = streams();
+    const int64_t now = nowNs();
+    for (const auto& s : *all) {
+      if (s->expired.load()) continue;
+      // Consumption rate, for the lead in seconds (EWMA over ~1 s windows).
+      if (now - s->rateSinceNs > 1000000000) {
+        const uint64_t c = s->consumed.load();
+        const double rate = static_cast<double>(c - s->rateSinceConsumed) * 1e9 /
+                            static_cast<double>(now - s->rateSinceNs);
+        const double old = s->filesPerSecond.load();
+        s->filesPerSecond.store(old == 0 ? rate : 0.7 * old + 0.3 * rate);
+        s->rateSinceNs = now;
+        s->rateSinceConsumed = c;
+      }
+      if (now - s->lastProgressNs.load() > static_cast<int64_t>(options_.expirySeconds * 1e9)) {
+        expire("no progress");
+        break;
+      }
+      schedule(*s, s);
+    }
+  }
+}
+
+void Prefetcher::workerLoop() {
+  Task t;
+  while (!stopping_.load()) {
+    if (!tasks_.wait_dequeue_timed(t, std::chrono::milliseconds(100))) continue;
+    const PlanEntry& e = t.stream->plan->at(t.pos);
+    if (!t.stream->expired.load() && !t.stream->isConsumed(t.pos)) {
+      const uint32_t cs = cache_.chunkSize();
+      const uint64_t end = std::min(e.identity.size, e.offset + e.length);
+      for (uint64_t off = e.offset - e.offset % cs; off < end; off += cs) {
+        auto r = cache_.get(e.relPath, e.identity, static_cast<uint32_t>(off / cs));
+        if (!r.isOk()) {
+          spdlog::debug("prefetch {}: {}", e.relPath, r.status().toString());
+          break;
+        }
+      }
+      t.stream->prefetchedFiles.fetch_add(1, std::memory_order_relaxed);
+      t.stream->prefetchedBytes.fetch_add(e.length, std::memory_order_relaxed);
+      if ((t.stream->state[t.pos].fetch_or(Stream::kPrefetched) & Stream::kConsumed) == 0) {
+        t.stream->ahead.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    inflightBytes_.fetch_sub(e.length);
+    t.stream.reset();
+    schedCv_.notify_one();
+  }
+}
+
+std::vector<StreamStats> Prefetcher::stats() const {
+  std::vector<StreamStats> out;
+  auto all = streams();
+  for (const auto& s : *all) {
+    StreamStats st;
+    st.epoch = s->plan->epoch();
+    st.rank = s->plan->rank();
+    st.length = s->plan->size();
+    st.start = s->plan->start();
+    st.consumed = s->consumed.load();
+    st.position = s->progress();
+    st.leadFiles = s->ahead.load();
+    const double rate = s->filesPerSecond.load();
+    st.leadSeconds = rate > 0 ? static_cast<double>(st.leadFiles) / rate : 0;
+    st.stalls = s->stalls.load();
+    st.hits = s->hits.load();
+    st.prefetchedFiles = s->prefetchedFiles.load();
+    st.prefetchedBytes = s->prefetchedBytes.load();
+    st.expired = s->expired.load();
+    out.push_back(st);
+  }
+  return out;
+}
+
+}  // namespace epochfs::prefetch

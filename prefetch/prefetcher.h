@@ -1,0 +1,110 @@
+// Prefetcher: reads ahead of each reader stream along its registered
+// AccessPlan, and advises the RAM tier which chunk is needed farthest in the
+// future (EvictionAdvisor, Belady's rule).
+//
+// - Position tracking comes from the actual reads (onRead): an entry is
+//   consumed when a read reaches its last byte, in whatever order several
+//   DataLoader workers deliver them; progress = consumed entries.
+// - A scheduler thread keeps every stream's prefetch `windowFiles` entries
+//   ahead of its progress, with at most `memoryBytes` of prefetch reads in
+//   flight; `workers` threads run the fetches (deep queue to the source)
+//   through ChunkCache, so a demand read of a chunk being prefetched waits for
+//   that fetch instead of reading it again.
+// - A plan expires when its readers stop following it: no progress for
+//   `expirySeconds`, or `deviationReads` reads in a row of files no plan names.
+// Thread-safety: all public methods may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <concurrentqueue/blockingconcurrentqueue.h>
+
+#include "cache/chunk_cache.h"
+#include "cache/eviction_advisor.h"
+#include "prefetch/access_plan.h"
+
+namespace epochfs::prefetch {
+
+struct PrefetchOptions {
+  unsigned workers = 32;           // outstanding source reads
+  uint32_t windowFiles = 512;      // entries ahead of the reader
+  uint64_t memoryBytes = 256 << 20;  // prefetch bytes in flight
+  double expirySeconds = 60;
+  uint64_t deviationReads = 2000;
+};
+
+struct StreamStats {
+  int64_t epoch = 0;
+  int rank = 0;
+  uint64_t length = 0;      // plan entries
+  uint64_t start = 0;
+  uint64_t position = 0;    // start + consumed entries
+  uint64_t leadFiles = 0;   // prefetched or in flight beyond the position
+  double leadSeconds = 0;   // leadFiles at the recent consumption rate
+  uint64_t consumed = 0;
+  uint64_t stalls = 0;      // planned reads that had to wait on the source
+  uint64_t hits = 0;        // planned reads served from a cache tier
+  uint64_t prefetchedFiles = 0;
+  uint64_t prefetchedBytes = 0;
+  bool expired = false;
+};
+
+class Prefetcher : public cache::EvictionAdvisor {
+ public:
+  Prefetcher(const PrefetchOptions& options, cache::ChunkCache& cache);
+  ~Prefetcher() override;
+
+  // Installs `plan` for its rank, replacing that rank's previous plan.
+  void setPlan(std::shared_ptr<const AccessPlan> plan);
+  void clear();
+
+  // A FUSE read of [offset, offset+size) of file `fileId` was served from
+  // tier `from` (kSource: it waited on the source).
+  void onRead(uint64_t fileId, uint64_t offset, uint64_t size, cache::ChunkCache::Tier from);
+
+  bool active() const override { return live_.load(std::memory_order_relaxed); }
+  uint64_t nextUse(const cache::ChunkKey& key) const override;
+
+  std::vector<StreamStats> stats() const;
+  uint64_t inflightBytes() const { return inflightBytes_.load(); }
+  const PrefetchOptions& options() const { return options_; }
+
+ private:
+  struct Stream;
+  struct Task {
+    std::shared_ptr<Stream> stream;
+    uint32_t pos;
+  };
+  using Streams = std::vector<std::shared_ptr<Stream>>;
+
+  std::shared_ptr<const Streams> streams() const;
+  void schedulerLoop();
+  void workerLoop();
+  void schedule(Stream& s, const std::shared_ptr<Stream>& ref);
+  void expire(const char* why);
+  // A consumed entry's chunks become the RAM tier's first eviction candidates.
+  void demote(const PlanEntry& e);
+
+  PrefetchOptions options_;
+  cache::ChunkCache& cache_;
+  mutable std::mutex streamsMu_;  // guards streams_ (the pointer; Streams is copy-on-write)
+  std::shared_ptr<const Streams> streams_;
+  std::atomic<bool> live_{false};
+  std::atomic<uint64_t> offPlanStreak_{0};
+  std::atomic<uint64_t> inflightBytes_{0};
+
+  moodycamel::BlockingConcurrentQueue<Task> tasks_;
+  std::mutex schedMu_;  // pairs with schedCv_ to wake the scheduler early
+  std::condition_variable schedCv_;
+  std::atomic<bool> stopping_{false};
+  std::thread scheduler_;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace epochfs::prefetch

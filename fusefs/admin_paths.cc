@@ -1,6 +1,8 @@
 #include "fusefs/admin_paths.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace epochfs::fusefs {
 
@@ -82,21 +84,25 @@ Result<DatasetNamespace::Ino> resolveAdminPath(const DatasetNamespace& ns, const
   if (!path.empty() && path[0] == '/') {
     return Status::invalidArgument("absolute path refused (paths are relative to the mount)");
   }
-  DatasetNamespace::Ino ino = DatasetNamespace::kRootIno;
-  if (path.empty() || path == ".") return ino;
-  size_t pos = 0;
-  while (pos <= path.size()) {
-    size_t slash = path.find('/', pos);
-    if (slash == std::string::npos) slash = path.size();
+  if (path.empty() || path == ".") return DatasetNamespace::kRootIno;
+  // Check every component before resolving any.
+  std::vector<std::string_view> parts;
+  for (size_t pos = 0;;) {
+    const size_t slash = std::min(path.find('/', pos), path.size());
     const std::string_view part(path.data() + pos, slash - pos);
     if (part.empty() || part == "." || part == "..") {
-      return Status::invalidArgument("path component '" + std::string(part) + "' refused");
+      return Status::invalidArgument("path component '" + std::string(part) + "' refused in '" +
+                                     path + "'");
     }
+    parts.push_back(part);
+    if (slash == path.size()) break;
+    pos = slash + 1;
+  }
+  DatasetNamespace::Ino ino = DatasetNamespace::kRootIno;
+  for (std::string_view part : parts) {
     if (!S_ISDIR(ns.attr(ino).mode)) return Status::notFound("no such file: " + path);
     ino = ns.lookup(ino, part);
     if (ino == 0 || ns.attr(ino).gone) return Status::notFound("no such file: " + path);
-    pos = slash + 1;
-    if (slash == path.size()) break;
   }
   return ino;
 }

@@ -65,6 +65,27 @@ std::string formatStats(const json& s) {
   o << "source latency: p50 " << lat.value("p50", 0) << " us, p99 " << lat.value("p99", 0)
     << " us; errors " << s.value("source_errors", 0) << "; coalesced misses "
     << s.value("coalesced", 0) << "\n";
+  if (s.contains("prefetch")) {
+    const json& p = s["prefetch"];
+    o << "prefetch: " << humanBytes(p.value("inflight_bytes", uint64_t{0})) << " in flight";
+    if (p["streams"].empty()) o << ", no order registered";
+    o << "\n";
+    for (const json& st : p["streams"]) {
+      char buf[256];
+      std::snprintf(buf, sizeof buf,
+                    "  rank %d epoch %lld: position %llu/%llu, lead %llu files (%.1f s), "
+                    "stalls %llu, hits %llu, prefetched %s\n",
+                    st.value("rank", 0), static_cast<long long>(st.value("epoch", int64_t{0})),
+                    static_cast<unsigned long long>(st.value("position", uint64_t{0})),
+                    static_cast<unsigned long long>(st.value("length", uint64_t{0})),
+                    static_cast<unsigned long long>(st.value("lead_files", uint64_t{0})),
+                    st.value("lead_seconds", 0.0),
+                    static_cast<unsigned long long>(st.value("stalls", uint64_t{0})),
+                    static_cast<unsigned long long>(st.value("hits", uint64_t{0})),
+                    humanBytes(st.value("prefetched_bytes", uint64_t{0})).c_str());
+      o << buf;
+    }
+  }
   return o.str();
 }
 

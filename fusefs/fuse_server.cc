@@ -56,7 +56,8 @@ const fuse_lowlevel_ops& opsTable() {
       self(r)->onGetxattr(r, i, n, s);
     };
     o.listxattr = [](fuse_req_t r, fuse_ino_t i, size_t s) { self(r)->onListxattr(r, i, s); };
-    o.flush = [](fuse_req_t r, fuse_ino_t, fuse_file_info*) { fuse_reply_err(r, 0); };
+    // No flush handler: libfuse answers ENOSYS once and the kernel stops
+    // sending FLUSH on every close() (a round trip per file otherwise).
     o.fsyncdir = [](fuse_req_t r, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(r, 0); };
     o.fsync = [](fuse_req_t r, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(r, 0); };
     // Read-only: everything that would change the tree gets EROFS.

@@ -123,6 +123,59 @@ Result<uint64_t> parseSize(const std::string& text, uint64_t memoryBytes) {
   return static_cast<uint64_t>(bytes);
 }
 
+Result<prefetch::TorchOrderSpec> parseTorchOrder(const std::string& text) {
+  const std::string kPrefix = "torch-distributed";
+  if (text.rfind(kPrefix, 0) != 0) {
+    return Status::invalidArgument("unknown order '" + text + "' (supported: torch-distributed:...)");
+  }
+  prefetch::TorchOrderSpec spec;
+  std::string rest = text.substr(kPrefix.size());
+  if (!rest.empty() && rest[0] == ':') rest.erase(0, 1);
+  bool ranksGiven = false;
+  size_t pos = 0;
+  while (pos < rest.size()) {
+    size_t comma = std::min(rest.find(',', pos), rest.size());
+    std::string item = rest.substr(pos, comma - pos);
+    pos = comma + 1;
+    size_t eq = item.find('=');
+    if (eq == std::string::npos) return Status::invalidArgument("expected key=value, got '" + item + "'");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    try {
+      size_t used = 0;
+      if (key == "seed") {
+        spec.seed = std::stoull(value, &used);
+      } else if (key == "world") {
+        spec.world = std::stoi(value, &used);
+      } else if (key == "drop_last") {
+        spec.dropLast = std::stoi(value, &used) != 0;
+      } else if (key == "ranks") {
+        spec.ranks.clear();
+        ranksGiven = true;
+        size_t p = 0;
+        while (p <= value.size()) {
+          size_t plus = std::min(value.find('+', p), value.size());
+          size_t u = 0;
+          spec.ranks.push_back(std::stoi(value.substr(p, plus - p), &u));
+          if (u != plus - p) throw std::invalid_argument("rank");
+          p = plus + 1;
+        }
+        used = value.size();
+      } else {
+        return Status::invalidArgument("unknown key '" + key + "'");
+      }
+      if (used != value.size()) throw std::invalid_argument(key);
+    } catch (const std::exception&) {
+      return Status::invalidArgument("malformed value for '" + key + "': '" + value + "'");
+    }
+  }
+  if (spec.world < 1) return Status::invalidArgument("world must be >= 1");
+  if (!ranksGiven) spec.ranks = {0};
+  for (int r : spec.ranks) {
+    if (r < 0 || r >= spec.world) return Status::invalidArgument("rank out of range [0, world)");
+  }
+  return spec;
+}
+
 Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
   *exitNow = false;
   auto expanded = expandDashO(argc, argv);
@@ -156,6 +209,9 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
       ->check(CLI::Range(1, 1024));
   app.add_option("--max-plan-entries", o.maxPlanEntries, "Cap on a registered order (default 20M)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
+  std::string order;
+  app.add_option("--order", order,
+                 "Follow torch's sampler order: torch-distributed:seed=S,world=W,ranks=R1+R2");
   app.add_flag("--allow-other", o.allowOther, "Let other users read the mount");
   app.add_flag("--nonempty", o.nonempty, "Allow mounting over a non-empty directory");
   app.set_version_flag("-V,--version", "epochfs 0.1.0");
@@ -224,6 +280,12 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
       if (!r.isOk()) return Status::invalidArgument("--disk-cache: " + r.status().message());
       o.diskCacheBytes = *r;
     }
+  }
+  if (!order.empty()) {
+    auto spec = parseTorchOrder(order);
+    if (!spec.isOk()) return Status::invalidArgument("--order: " + spec.status().message());
+    o.torchOrder = true;
+    o.torchOrderSpec = *spec;
   }
   auto pm = parseSize(prefetchMemory, mem);
   if (!pm.isOk()) return Status::invalidArgument("--prefetch-memory: " + pm.status().message());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cache/status.h"
+#include "prefetch/torch_order_follower.h"
 
 namespace epochfs::fusefs {
 
@@ -32,12 +33,18 @@ struct MountOptions {
   uint64_t prefetchMemory = 256 << 20;  // prefetch bytes in flight
   unsigned prefetchThreads = 32;        // concurrent prefetch reads
   uint64_t maxPlanEntries = 20000000;   // cap on one registered order
+  // Zero-change mode: --order torch-distributed:seed=S,world=W,ranks=R1+R2[,drop_last=1]
+  bool torchOrder = false;
+  prefetch::TorchOrderSpec torchOrderSpec;
   // The command line, for `epochctl status`.
   std::vector<std::string> given;
 };
 
 // Parses argv. `--help`/`--version` print and set `exitNow`.
 cache::Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow);
+
+// "seed=S,world=W,ranks=R1+R2[,drop_last=1]" after "torch-distributed:".
+cache::Result<prefetch::TorchOrderSpec> parseTorchOrder(const std::string& text);
 
 // "64M", "1.5G", "4096", "25%" (of `memoryBytes`). K/M/G/T are powers of 1024.
 cache::Result<uint64_t> parseSize(const std::string& text, uint64_t memoryBytes);

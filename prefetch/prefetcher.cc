@@ -109,6 +109,7 @@ void Prefetcher::demote(const PlanEntry& e) {
 
 void Prefetcher::onRead(uint64_t fileId, uint64_t offset, uint64_t size,
                         cache::ChunkCache::Tier from) {
+  if (observer_ && offset == 0) observer_(fileId);
   if (!live_.load(std::memory_order_relaxed)) return;
   auto all = streams();
   bool planned = false;

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -68,6 +69,12 @@ class Prefetcher : public cache::EvictionAdvisor {
   // tier `from` (kSource: it waited on the source).
   void onRead(uint64_t fileId, uint64_t offset, uint64_t size, cache::ChunkCache::Tier from);
 
+  // Called with the file id of every read that starts at offset 0 (a file
+  // being opened and read), plan or not. Set once, before reads start.
+  void setReadObserver(std::function<void(uint64_t fileId)> observer) {
+    observer_ = std::move(observer);
+  }
+
   bool active() const override { return live_.load(std::memory_order_relaxed); }
   uint64_t nextUse(const cache::ChunkKey& key) const override;
 
@@ -93,6 +100,7 @@ class Prefetcher : public cache::EvictionAdvisor {
 
   PrefetchOptions options_;
   cache::ChunkCache& cache_;
+  std::function<void(uint64_t)> observer_;
   mutable std::mutex streamsMu_;  // guards streams_ (the pointer; Streams is copy-on-write)
   std::shared_ptr<const Streams> streams_;
   std::atomic<bool> live_{false};

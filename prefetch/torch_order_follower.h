@@ -1,0 +1,67 @@
+// TorchOrderFollower: the zero-change mode (--order torch-distributed:...).
+// It reproduces torch's DistributedSampler order over ImageFolder's sample
+// list for the ranks on this node, so an unchanged training script gets
+// prefetch and order-aware eviction. The epoch is not told: it is detected
+// from the first reads (the candidate epoch whose order puts those files
+// earliest wins), and a new epoch is detected when samples already read in
+// the current one are read again.
+// Thread-safety: onRead() may be called from any thread (it only enqueues);
+// the work happens on the follower's own thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <concurrentqueue/concurrentqueue.h>
+
+#include "prefetch/access_plan.h"
+#include "prefetch/prefetcher.h"
+
+namespace epochfs::prefetch {
+
+struct TorchOrderSpec {
+  uint64_t seed = 0;
+  int world = 1;
+  std::vector<int> ranks{0};  // the ranks reading on this node
+  bool dropLast = false;
+  int64_t maxEpochSearch = 1000;  // candidate epochs considered when detecting
+};
+
+class TorchOrderFollower {
+ public:
+  static constexpr size_t kDetectReads = 16;
+
+  // `samples[i]` is dataset index i (ImageFolder order); nullopt for a sample
+  // that cannot be cached (e.g. a symlink leaving the dataset).
+  TorchOrderFollower(const TorchOrderSpec& spec, std::vector<std::optional<PlanEntry>> samples,
+                     Prefetcher& prefetcher);
+  ~TorchOrderFollower();
+
+  void onRead(uint64_t fileId) { reads_.enqueue(fileId); }
+  // -1 until detected.
+  int64_t epoch() const { return epoch_.load(); }
+
+  // The epoch whose rank orders put `sampleIndexes` earliest (public for tests).
+  int64_t detectEpoch(const std::vector<int64_t>& sampleIndexes, int64_t preferred) const;
+
+ private:
+  void run();
+  void startEpoch(int64_t epoch);
+  std::vector<int64_t> rankOrder(int64_t epoch, int rank) const;
+
+  TorchOrderSpec spec_;
+  std::vector<std::optional<PlanEntry>> samples_;
+  std::unordered_map<uint64_t, int64_t> sampleOf_;  // fileId -> dataset index
+  Prefetcher& prefetcher_;
+  moodycamel::ConcurrentQueue<uint64_t> reads_;
+  std::atomic<int64_t> epoch_{-1};
+  std::vector<uint8_t> readThisEpoch_;  // follower thread only
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace epochfs::prefetch

@@ -1,0 +1,180 @@
+"""Client side of the epochfs admin protocol (see fusefs/admin_protocol.h).
+
+The mount root advertises a Unix stream socket in the xattr ``user.epochfs.admin``. Each
+message, in both directions, is a 4-byte little-endian length followed by that many bytes of
+UTF-8 JSON, at most 64 KiB. A request is ``{"cmd": NAME, ...}``; a reply is
+``{"ok": true, ...}`` or ``{"ok": false, "error": MESSAGE}``. Every request gets one reply.
+
+Standard library only.
+"""
+
+import base64
+import json
+import os
+import socket
+import struct
+
+ADMIN_XATTR = "user.epochfs.admin"
+MAX_MESSAGE_BYTES = 64 * 1024
+DEFAULT_TIMEOUT_S = 10.0
+
+_APPEND_HEAD = b'{"cmd":"order_append","entries":['
+_APPEND_TAIL = b"]}"
+
+
+class EpochfsError(Exception):
+    """A mount that is not epochfs, a daemon that does not answer, or an {"ok": false} reply."""
+
+
+def _get_admin_xattr(path):
+    # One place that reads the xattr, so tests on file systems without user xattrs can
+    # replace it.
+    return os.getxattr(path, ADMIN_XATTR)
+
+
+def admin_socket_path(mountpoint):
+    """The admin socket path a mount root advertises; EpochfsError if it advertises none."""
+    try:
+        return os.fsdecode(_get_admin_xattr(mountpoint))
+    except FileNotFoundError:
+        raise EpochfsError("%s: no such directory" % (mountpoint,)) from None
+    except OSError as e:
+        raise EpochfsError("%s: not an epochfs mount (%s)" % (mountpoint, e.strerror or e)) from None
+
+
+def _encode(obj):
+    data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise EpochfsError("message of %d bytes is over the %d-byte cap" % (len(data), MAX_MESSAGE_BYTES))
+    return data
+
+
+class AdminClient:
+    """One connection to a mount's admin socket. Not thread-safe; use one per thread.
+
+    ``with AdminClient("/mnt/data") as c: c.call({"cmd": "status"})``
+    """
+
+    def __init__(self, mountpoint, timeout=DEFAULT_TIMEOUT_S):
+        self.mountpoint = mountpoint
+        path = admin_socket_path(mountpoint)
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.settimeout(timeout)
+        try:
+            self._sock.connect(path)
+        except OSError as e:
+            self._sock.close()
+            raise EpochfsError("%s: daemon not responding (%s: %s)" % (mountpoint, path, e.strerror or e)) from None
+
+    def close(self):
+        self._sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def call(self, request):
+        """Sends one request (a dict) and returns the reply (a dict).
+
+        Raises EpochfsError on {"ok": false} (with the daemon's "error" as message), on an
+        over-cap request, and on a connection that fails or times out.
+        """
+        return self._call_raw(_encode(request))
+
+    def _call_raw(self, payload):
+        if len(payload) > MAX_MESSAGE_BYTES:
+            raise EpochfsError("message of %d bytes is over the %d-byte cap" % (len(payload), MAX_MESSAGE_BYTES))
+        try:
+            self._sock.sendall(struct.pack("<I", len(payload)) + payload)
+            (n,) = struct.unpack("<I", self._recv_exact(4))
+            if n > MAX_MESSAGE_BYTES:
+                raise EpochfsError("reply of %d bytes is over the %d-byte cap" % (n, MAX_MESSAGE_BYTES))
+            raw = self._recv_exact(n)
+        except OSError as e:  # includes socket.timeout
+            raise EpochfsError("%s: daemon not responding (%s)" % (self.mountpoint, e)) from None
+        try:
+            reply = json.loads(raw.decode("utf-8"))
+        except ValueError:
+            raise EpochfsError("malformed reply from daemon") from None
+        if not isinstance(reply, dict):
+            raise EpochfsError("malformed reply from daemon")
+        if not reply.get("ok", False):
+            raise EpochfsError(str(reply.get("error", "failed")))
+        return reply
+
+    def _recv_exact(self, n):
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self._sock.recv(n - len(buf))
+            if not chunk:
+                raise EpochfsError("%s: daemon closed the connection" % (self.mountpoint,))
+            buf += chunk
+        return bytes(buf)
+
+
+def _entry_json(path):
+    """One order entry as JSON bytes: a string, or {"b64": ...} for a name that is not UTF-8.
+
+    ``path`` is str (possibly with surrogate escapes, as os.fsdecode makes for undecodable
+    bytes), bytes or os.PathLike, relative to the mount.
+    """
+    path = os.fspath(path)
+    if isinstance(path, str):
+        try:
+            path.encode("utf-8")  # strict: lone surrogates fail
+            text = path
+        except UnicodeEncodeError:
+            text = None
+            raw = os.fsencode(path)
+    else:
+        raw = bytes(path)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+    if text is not None:
+        return json.dumps(text, ensure_ascii=False).encode("utf-8")
+    return b'{"b64":"' + base64.b64encode(raw) + b'"}'
+
+
+def _append_payloads(paths):
+    """Yields order_append payloads, each at most MAX_MESSAGE_BYTES, in order."""
+    budget = MAX_MESSAGE_BYTES - len(_APPEND_HEAD) - len(_APPEND_TAIL)
+    batch, size = [], 0
+    for p in paths:
+        e = _entry_json(p)
+        if len(e) > budget:
+            raise EpochfsError("order entry of %d bytes does not fit in one message" % len(e))
+        extra = len(e) + (1 if batch else 0)  # the separating comma
+        if size + extra > budget:
+            yield _APPEND_HEAD + b",".join(batch) + _APPEND_TAIL
+            batch, size, extra = [], 0, len(e)
+        batch.append(e)
+        size += extra
+    if batch:
+        yield _APPEND_HEAD + b",".join(batch) + _APPEND_TAIL
+
+
+def register_order(mountpoint, paths, epoch, rank=0, start=0, timeout=DEFAULT_TIMEOUT_S):
+    """Tells the mount the order in which this rank will read ``paths`` this epoch.
+
+    ``paths`` (an iterable of str, bytes or os.PathLike, relative to the mount) is streamed over
+    one connection: order_begin {epoch, rank, start}, order_append batches (each message within
+    the 64 KiB cap), order_commit. ``start`` is the position in the order the first path has
+    (non-zero when resuming mid-epoch). Returns the commit reply (it carries "entries").
+    Raises EpochfsError on any failure (the connection then closes before order_commit, so
+    the partial plan is never committed).
+    """
+    with AdminClient(mountpoint, timeout=timeout) as client:
+        client.call({"cmd": "order_begin", "epoch": int(epoch), "rank": int(rank), "start": int(start)})
+        for payload in _append_payloads(paths):
+            client._call_raw(payload)
+        return client.call({"cmd": "order_commit"})
+
+
+def clear_order(mountpoint, timeout=DEFAULT_TIMEOUT_S):
+    """Forgets the registered order (the mount falls back to order-blind caching)."""
+    with AdminClient(mountpoint, timeout=timeout) as client:
+        return client.call({"cmd": "order_clear"})

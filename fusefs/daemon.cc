@@ -12,7 +12,9 @@
 #include "cache/disk_tier.h"
 #include "cache/ram_tier.h"
 #include "fusefs/admin_protocol.h"
+#include "fusefs/admin_paths.h"
 #include "fusefs/plan_builder.h"
+#include "prefetch/image_folder_samples.h"
 
 namespace epochfs::fusefs {
 
@@ -80,9 +82,50 @@ Daemon::Daemon(MountOptions options) : options_(std::move(options)) {}
 
 Daemon::~Daemon() {
   admin_.stop();
+  if (orderSetup_.joinable()) orderSetup_.join();
   fuse_.reset();  // unmounts if still mounted
+  follower_.store(nullptr);
+  followerOwner_.reset();
   if (ram_) ram_->setAdvisor(nullptr);
   prefetcher_.reset();
+}
+
+void Daemon::setUpTorchOrder() {
+  auto listed = prefetch::listImageFolderSamples(options_.source);
+  if (!listed.isOk()) {
+    spdlog::error("--order torch-distributed: {}", listed.status().message());
+    return;
+  }
+  // ImageFolder's paths may pass through symlinks; plans name the real file.
+  std::vector<std::optional<prefetch::PlanEntry>> samples;
+  samples.reserve(listed->samples.size());
+  size_t unresolved = 0;
+  for (const auto& s : listed->samples) {
+    auto ino = resolveAdminPath(*namespace_, s.relPath);
+    if (!ino.isOk()) {
+      char* real = realpath((options_.source + "/" + s.relPath).c_str(), nullptr);
+      const std::string prefix = options_.source + "/";
+      if (real != nullptr && std::string(real).rfind(prefix, 0) == 0) {
+        ino = resolveAdminPath(*namespace_, std::string(real).substr(prefix.size()));
+      }
+      free(real);
+    }
+    if (!ino.isOk() || !S_ISREG(namespace_->attr(*ino).mode)) {
+      samples.emplace_back();
+      ++unresolved;
+      continue;
+    }
+    prefetch::PlanEntry e;
+    e.relPath = namespace_->path(*ino);
+    e.identity = namespace_->identity(*ino);
+    e.length = e.identity.size;
+    samples.emplace_back(std::move(e));
+  }
+  spdlog::info("--order torch-distributed: {} samples in {} classes ({} not cacheable)",
+               samples.size(), listed->classes.size(), unresolved);
+  followerOwner_ = std::make_unique<prefetch::TorchOrderFollower>(options_.torchOrderSpec,
+                                                                  std::move(samples), *prefetcher_);
+  follower_.store(followerOwner_.get(), std::memory_order_release);
 }
 
 void Daemon::requireOwner(const AdminSession& session) {
@@ -183,6 +226,10 @@ Status Daemon::start() {
   po.memoryBytes = options_.prefetchMemory;
   prefetcher_ = std::make_unique<prefetch::Prefetcher>(po, *cache_);
   ram_->setAdvisor(prefetcher_.get());
+  prefetcher_->setReadObserver([this](uint64_t fileId) {
+    if (auto* f = follower_.load(std::memory_order_acquire)) f->onRead(fileId);
+  });
+  if (options_.torchOrder) orderSetup_ = std::thread([this] { setUpTorchOrder(); });
 
   registerAdminCommands();
   s = admin_.start(socketPath);
@@ -264,7 +311,11 @@ json Daemon::statsJson() const {
                        {"prefetched_bytes", p.prefetchedBytes}});
   }
   return {{"read_requests", st.readRequests.load()},
-          {"prefetch", {{"inflight_bytes", prefetcher_->inflightBytes()}, {"streams", streams}}},
+          {"prefetch",
+           {{"inflight_bytes", prefetcher_->inflightBytes()},
+            {"streams", streams},
+            // Zero-change mode: the epoch detected from the reads (-1: not yet).
+            {"torch_epoch", follower_.load() ? json(follower_.load()->epoch()) : json(nullptr)}}},
           {"read_bytes", st.readBytes.load()},
           {"coalesced", st.coalesced.load()},
           {"source_errors", st.sourceErrors.load()},

@@ -3,7 +3,9 @@
 // server) and answers the admin commands from their counters.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +15,7 @@
 #include "cache/posix_source.h"
 #include "cache/ram_tier.h"
 #include "prefetch/prefetcher.h"
+#include "prefetch/torch_order_follower.h"
 #include "fusefs/admin_server.h"
 #include "fusefs/dataset_namespace.h"
 #include "fusefs/fuse_server.h"
@@ -51,6 +54,11 @@ class Daemon {
   std::unique_ptr<cache::ChunkCache> cache_;
   std::unique_ptr<prefetch::Prefetcher> prefetcher_;
   std::unique_ptr<FuseServer> fuse_;
+  // Zero-change mode: built in the background after the mount.
+  void setUpTorchOrder();
+  std::unique_ptr<prefetch::TorchOrderFollower> followerOwner_;
+  std::atomic<prefetch::TorchOrderFollower*> follower_{nullptr};
+  std::thread orderSetup_;
   AdminServer admin_;
 };
 

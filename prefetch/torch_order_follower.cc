@@ -55,9 +55,10 @@ int64_t TorchOrderFollower::detectEpoch(const std::vector<int64_t>& sampleIndexe
   for (int64_t e = 0; e < spec_.maxEpochSearch; ++e) {
     if (e != preferred) candidates.push_back(e);
   }
-  // A perfect score (every read within the first few positions) ends the search early.
-  const double good = static_cast<double>(sampleIndexes.size()) *
-                      static_cast<double>(sampleIndexes.size() * 8);
+  // A near-perfect score (the reads at the very front of the order: k reads
+  // at an average position of at most k/2) ends the search early.
+  const double k = static_cast<double>(sampleIndexes.size());
+  const double good = k * k / 2;
   for (int64_t e : candidates) {
     const double s = scoreOf(e);
     if (s < bestScore) bestScore = s, best = e;

@@ -28,7 +28,7 @@ struct TorchOrderSpec {
   int world = 1;
   std::vector<int> ranks{0};  // the ranks reading on this node
   bool dropLast = false;
-  int64_t maxEpochSearch = 1000;  // candidate epochs considered when detecting
+  int64_t maxEpochSearch = 200;  // candidate epochs considered when detecting
 };
 
 class TorchOrderFollower {

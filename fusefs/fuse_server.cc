@@ -96,6 +96,10 @@ const fuse_lowlevel_ops& opsTable() {
 FuseServer::FuseServer(const Config& config, DatasetNamespace& ns, cache::ChunkCache& cache,
                        cache::Source& source, prefetch::Prefetcher* prefetcher)
     : config_(config), ns_(ns), cache_(cache), source_(source), prefetcher_(prefetcher) {
+  if (prefetcher_ != nullptr && config_.readAheadChunks > 0) {
+    lastChunk_.reset(new std::atomic<uint32_t>[ns_.nodeCount() + 1]());
+    readAheadTo_.reset(new std::atomic<uint32_t>[ns_.nodeCount() + 1]());
+  }
   if (config_.revalidateSeconds > 0) {
     checkedAt_.reset(new std::atomic<int64_t>[ns_.nodeCount() + 1]);
     const int64_t now = nowNs();
@@ -312,10 +316,27 @@ void FuseServer::onRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     cache_.countServed(tier, iov[n].iov_len);
     worst = std::max(worst, tier);
   }
-  if (prefetcher_ != nullptr) prefetcher_->onRead(id.fileId, offset, end - offset, worst);
+  if (prefetcher_ != nullptr) {
+    prefetcher_->onRead(id.fileId, offset, end - offset, worst);
+    if (lastChunk_ && id.size > cs) maybeReadAhead(ino, id, first, last);
+  }
   cache_.stats().readRequests.fetch_add(1, std::memory_order_relaxed);
   cache_.stats().readBytes.fetch_add(end - offset, std::memory_order_relaxed);
   fuse_reply_iov(req, iov, static_cast<int>(n));
+}
+
+void FuseServer::maybeReadAhead(fuse_ino_t ino, const cache::FileIdentity& id, uint32_t first,
+                                uint32_t last) {
+  // Sequential: this read starts in the chunk where the previous one ended,
+  // or the next one (concurrent readers of one file make this approximate).
+  const uint32_t prev = lastChunk_[ino].exchange(last + 1, std::memory_order_relaxed);
+  if (first != 0 && first + 1 != prev && first != prev) return;
+  const uint32_t target = last + 1 + config_.readAheadChunks;
+  uint32_t from = std::max(readAheadTo_[ino].load(std::memory_order_relaxed), last + 1);
+  if (first == 0) from = last + 1;  // a new pass over the file
+  if (from >= target) return;
+  readAheadTo_[ino].store(target, std::memory_order_relaxed);
+  prefetcher_->readAhead(ns_.path(ino), id, from, target - from);
 }
 
 void FuseServer::onReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {

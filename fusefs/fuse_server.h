@@ -36,6 +36,7 @@ class FuseServer {
     bool allowOther = false;
     std::string fsname;  // shown in /proc/mounts
     std::string adminSocketPath;  // advertised via the xattr on the root
+    uint32_t readAheadChunks = 16;  // chunks read ahead of a sequential reader (0: off)
   };
 
   // `prefetcher` (may be null) is told of every read, to track the readers'
@@ -73,6 +74,8 @@ class FuseServer {
   // kernel pages scheduled for invalidation).
   bool revalidate(fuse_ino_t ino);
   void invalidationLoop();
+  // Sequential reader of a multi-chunk file: read ahead of it.
+  void maybeReadAhead(fuse_ino_t ino, const cache::FileIdentity& id, uint32_t first, uint32_t last);
 
   Config config_;
   DatasetNamespace& ns_;
@@ -84,6 +87,9 @@ class FuseServer {
   bool noOpenSupport_ = false;
   // --revalidate mode only: steady-clock ns of each inode's last source check.
   std::unique_ptr<std::atomic<int64_t>[]> checkedAt_;
+  // Per inode: the last chunk read + 1, and how far read-ahead was issued.
+  std::unique_ptr<std::atomic<uint32_t>[]> lastChunk_;
+  std::unique_ptr<std::atomic<uint32_t>[]> readAheadTo_;
   // Kernel page invalidations run on their own thread, never inside a request.
   std::mutex invalMu_;
   std::condition_variable invalCv_;

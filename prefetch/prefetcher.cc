@@ -74,7 +74,11 @@ void Prefetcher::setPlan(std::shared_ptr<const AccessPlan> plan) {
     std::lock_guard<std::mutex> lock(streamsMu_);
     auto next = std::make_shared<Streams>();
     for (const auto& s : *streams_) {
-      if (s->plan->rank() != stream->plan->rank()) next->push_back(s);
+      if (s->plan->rank() != stream->plan->rank()) {
+        next->push_back(s);
+      } else {
+        s->expired.store(true);  // its queued prefetch tasks are dropped, not fetched
+      }
     }
     next->push_back(stream);
     streams_ = std::move(next);
@@ -121,7 +125,7 @@ void Prefetcher::onRead(uint64_t fileId, uint64_t offset, uint64_t size,
     for (uint32_t pos : *positions) {
       if (pos < s->plan->start() || s->isConsumed(pos)) continue;
       const PlanEntry& e = s->plan->at(pos);
-      if (offset + size < e.offset || offset >= e.offset + std::max<uint64_t>(e.length, 1)) {
+      if (offset + size <= e.offset || offset >= e.offset + std::max<uint64_t>(e.length, 1)) {
         continue;
       }
       if (from == cache::ChunkCache::Tier::kSource) {
@@ -183,7 +187,10 @@ void Prefetcher::schedule(Stream& s, const std::shared_ptr<Stream>& ref) {
     const uint64_t inflight = inflightBytes_.load();
     if (inflight > 0 && inflight + e.length > options_.memoryBytes) break;  // budget full
     inflightBytes_.fetch_add(e.length);
-    tasks_.enqueue(Task{ref, static_cast<uint32_t>(s.issued)});
+    Task t;
+    t.stream = ref;
+    t.pos = static_cast<uint32_t>(s.issued);
+    tasks_.enqueue(std::move(t));
     ++s.issued;
   }
 }
@@ -209,18 +216,56 @@ void Prefetcher::schedulerLoop() {
         s->rateSinceConsumed = c;
       }
       if (now - s->lastProgressNs.load() > static_cast<int64_t>(options_.expirySeconds * 1e9)) {
-        expire("no progress");
-        break;
+        // This plan only: other ranks' readers may still be following theirs.
+        spdlog::info("prefetch: plan for rank {} epoch {} expired (no progress)",
+                     s->plan->rank(), s->plan->epoch());
+        std::lock_guard<std::mutex> lock(streamsMu_);
+        auto next = std::make_shared<Streams>();
+        for (const auto& o : *streams_) {
+          if (o != s) next->push_back(o);
+        }
+        s->expired.store(true);
+        live_.store(!next->empty());
+        streams_ = std::move(next);
+        continue;
       }
       schedule(*s, s);
     }
   }
 }
 
+void Prefetcher::readAhead(const std::string& relPath, const cache::FileIdentity& id,
+                           uint32_t firstChunk, uint32_t count) {
+  auto file = std::make_shared<const ReadAheadFile>(ReadAheadFile{relPath, id});
+  const uint64_t cs = cache_.chunkSize();
+  for (uint32_t c = firstChunk; c < firstChunk + count; ++c) {
+    if (uint64_t{c} * cs >= id.size) break;
+    if (cache_.ram().contains(cache_.keyFor(id.fileId, c))) continue;
+    const uint64_t inflight = inflightBytes_.load();
+    if (inflight > 0 && inflight + cs > options_.memoryBytes) break;
+    inflightBytes_.fetch_add(cs);
+    Task t;
+    t.file = file;
+    t.chunk = c;
+    tasks_.enqueue(std::move(t));
+  }
+}
+
+void Prefetcher::runReadAhead(const Task& t) {
+  auto r = cache_.get(t.file->relPath, t.file->identity, t.chunk);
+  if (r.isOk()) readAheadChunks_.fetch_add(1, std::memory_order_relaxed);
+  inflightBytes_.fetch_sub(cache_.chunkSize());
+}
+
 void Prefetcher::workerLoop() {
   Task t;
   while (!stopping_.load()) {
     if (!tasks_.wait_dequeue_timed(t, std::chrono::milliseconds(100))) continue;
+    if (t.file) {
+      runReadAhead(t);
+      t.file.reset();
+      continue;
+    }
     const PlanEntry& e = t.stream->plan->at(t.pos);
     if (!t.stream->expired.load() && !t.stream->isConsumed(t.pos)) {
       const uint32_t cs = cache_.chunkSize();

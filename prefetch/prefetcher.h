@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -69,6 +70,12 @@ class Prefetcher : public cache::EvictionAdvisor {
   // tier `from` (kSource: it waited on the source).
   void onRead(uint64_t fileId, uint64_t offset, uint64_t size, cache::ChunkCache::Tier from);
 
+  // Reads chunks [firstChunk, firstChunk + count) of a file into the cache in
+  // the background (sequential read-ahead for large files such as shards),
+  // within the in-flight budget; chunks over budget are skipped.
+  void readAhead(const std::string& relPath, const cache::FileIdentity& id, uint32_t firstChunk,
+                 uint32_t count);
+
   // Called with the file id of every read that starts at offset 0 (a file
   // being opened and read), plan or not. Set once, before reads start.
   void setReadObserver(std::function<void(uint64_t fileId)> observer) {
@@ -80,14 +87,24 @@ class Prefetcher : public cache::EvictionAdvisor {
 
   std::vector<StreamStats> stats() const;
   uint64_t inflightBytes() const { return inflightBytes_.load(); }
+  uint64_t readAheadChunks() const { return readAheadChunks_.load(); }
   const PrefetchOptions& options() const { return options_; }
 
  private:
   struct Stream;
+  // A chunk read ahead of a sequential reader (no plan needed).
+  struct ReadAheadFile {
+    std::string relPath;
+    cache::FileIdentity identity;
+  };
+  // Either a plan entry (stream set) or one read-ahead chunk (file set).
   struct Task {
     std::shared_ptr<Stream> stream;
-    uint32_t pos;
+    uint32_t pos = 0;
+    std::shared_ptr<const ReadAheadFile> file;
+    uint32_t chunk = 0;
   };
+  void runReadAhead(const Task& t);
   using Streams = std::vector<std::shared_ptr<Stream>>;
 
   std::shared_ptr<const Streams> streams() const;
@@ -106,6 +123,7 @@ class Prefetcher : public cache::EvictionAdvisor {
   std::atomic<bool> live_{false};
   std::atomic<uint64_t> offPlanStreak_{0};
   std::atomic<uint64_t> inflightBytes_{0};
+  std::atomic<uint64_t> readAheadChunks_{0};
 
   moodycamel::BlockingConcurrentQueue<Task> tasks_;
   std::mutex schedMu_;  // pairs with schedCv_ to wake the scheduler early

@@ -38,12 +38,6 @@ std::string unescapeMountPath(const std::string& s) {
   return out;
 }
 
-json tierJson(const cache::TierUsage& u, const cache::TierCounters& hits) {
-  return {{"hit_chunks", hits.chunks.load()}, {"hit_bytes", hits.bytes.load()},
-          {"used_bytes", u.bytesUsed},        {"capacity_bytes", u.capacityBytes},
-          {"chunks", u.chunks},               {"evictions", u.evictions},
-          {"corruptions", u.corruptions}};
-}
 
 }  // namespace
 
@@ -129,54 +123,6 @@ void Daemon::setUpTorchOrder() {
   follower_.store(followerOwner_.get(), std::memory_order_release);
 }
 
-void Daemon::requireOwner(const AdminSession& session) {
-  if (session.caller.uid != 0 && session.caller.uid != geteuid()) {
-    throw std::runtime_error("permission denied: only the daemon's owner or root may do this");
-  }
-}
-
-void Daemon::registerAdminCommands() {
-  admin_.handle(admin::kCmdStatus, [this](const json&, AdminSession&) { return statusJson(); });
-  admin_.handle(admin::kCmdStats, [this](const json&, AdminSession&) { return statsJson(); });
-
-  // A streamed order: begin, append (each message under the 64 KiB cap), commit.
-  admin_.handle(admin::kCmdOrderBegin, [this](const json& req, AdminSession& session) {
-    requireOwner(session);
-    const int64_t epoch = req.value("epoch", int64_t{0});
-    const int rank = req.value("rank", 0);
-    const uint64_t start = req.value("start", uint64_t{0});
-    if (rank < 0) throw std::invalid_argument("rank must be >= 0");
-    session.state = std::make_shared<PlanBuilder>(*namespace_, epoch, rank, start,
-                                                  options_.maxPlanEntries);
-    return json::object();
-  });
-  admin_.handle(admin::kCmdOrderAppend, [](const json& req, AdminSession& session) {
-    auto* builder = std::any_cast<std::shared_ptr<PlanBuilder>>(&session.state);
-    if (builder == nullptr) throw std::invalid_argument("order_append without order_begin");
-    cache::Status s = (*builder)->append(req.value("entries", json::array()));
-    if (!s.isOk()) {
-      session.state.reset();
-      throw std::invalid_argument(s.message());
-    }
-    return json{{"entries", (*builder)->size()}};
-  });
-  admin_.handle(admin::kCmdOrderCommit, [this](const json&, AdminSession& session) {
-    auto* builder = std::any_cast<std::shared_ptr<PlanBuilder>>(&session.state);
-    if (builder == nullptr) throw std::invalid_argument("order_commit without order_begin");
-    auto plan = (*builder)->build();
-    session.state.reset();
-    if (plan->start() > plan->size()) throw std::invalid_argument("start is past the plan's end");
-    const size_t n = plan->size();
-    prefetcher_->setPlan(std::move(plan));
-    return json{{"entries", n}};
-  });
-  admin_.handle(admin::kCmdOrderClear, [this](const json&, AdminSession& session) {
-    requireOwner(session);
-    prefetcher_->clear();
-    return json::object();
-  });
-}
-
 Status Daemon::openTiers() {
   ram_ = std::make_unique<cache::RamTier>(options_.ramCacheBytes);
   if (options_.cacheDir.empty()) return Status::ok();
@@ -232,7 +178,11 @@ Status Daemon::start() {
   });
   if (options_.torchOrder) orderSetup_ = std::thread([this] { setUpTorchOrder(); });
 
-  registerAdminCommands();
+  MountState state{options_,        startedAt_,        snapshotSeconds_, *namespace_,
+                   *ram_,           disk_.get(),       *cache_,          *prefetcher_,
+                   follower_};
+  adminCommands_ = std::make_unique<AdminCommands>(state);
+  adminCommands_->registerAll(admin_);
   s = admin_.start(socketPath);
   if (!s.isOk()) return s;
 
@@ -270,77 +220,6 @@ int Daemon::run() {
   admin_.stop();
   fuse_->unmount();
   return rc == 0 ? 0 : 1;
-}
-
-json Daemon::statusJson() const {
-  json tiers = {{"ram", {{"used_bytes", ram_->usage().bytesUsed},
-                         {"capacity_bytes", ram_->usage().capacityBytes}}}};
-  if (disk_) {
-    tiers["disk"] = {{"used_bytes", disk_->usage().bytesUsed},
-                     {"capacity_bytes", disk_->usage().capacityBytes},
-                     {"dir", options_.cacheDir}};
-  }
-  return {
-      {"version", "0.1.0"},
-      {"pid", getpid()},
-      {"source", options_.source},
-      {"mountpoint", options_.mountpoint},
-      {"uptime_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - startedAt_)
-                       .count()},
-      {"dataset", {{"files", namespace_->fileCount()},
-                   {"dirs", namespace_->dirCount()},
-                   {"bytes", namespace_->totalBytes()},
-                   {"snapshot_s", snapshotSeconds_}}},
-      {"options", {{"ram_cache", options_.ramCacheBytes},
-                   {"cache_dir", options_.cacheDir},
-                   {"disk_cache", options_.diskCacheBytes},
-                   {"chunk_size", options_.chunkSize},
-                   {"threads", options_.threads},
-                   {"revalidate", options_.revalidateSeconds},
-                   {"allow_other", options_.allowOther},
-                   {"command_line", options_.given}}},
-      {"tiers", tiers},
-  };
-}
-
-json Daemon::statsJson() const {
-  const cache::CacheStats& st = cache_->stats();
-  json tiers = {{"ram", tierJson(ram_->usage(), st.ram)}};
-  if (disk_) tiers["disk"] = tierJson(disk_->usage(), st.disk);
-  tiers["source"] = {{"chunks", st.source.chunks.load()},
-                     {"bytes", st.source.bytes.load()},
-                     {"read_chunks", st.sourceReads.chunks.load()},
-                     {"read_bytes", st.sourceReads.bytes.load()},
-                     {"errors", st.sourceErrors.load()},
-                     {"latency_us",
-                      {{"p50", st.sourceLatency.quantileMicros(0.5)},
-                       {"p90", st.sourceLatency.quantileMicros(0.9)},
-                       {"p99", st.sourceLatency.quantileMicros(0.99)}}}};
-  json streams = json::array();
-  for (const auto& p : prefetcher_->stats()) {
-    streams.push_back({{"epoch", p.epoch},
-                       {"rank", p.rank},
-                       {"length", p.length},
-                       {"start", p.start},
-                       {"position", p.position},
-                       {"lead_files", p.leadFiles},
-                       {"lead_seconds", p.leadSeconds},
-                       {"stalls", p.stalls},
-                       {"hits", p.hits},
-                       {"prefetched_files", p.prefetchedFiles},
-                       {"prefetched_bytes", p.prefetchedBytes}});
-  }
-  return {{"read_requests", st.readRequests.load()},
-          {"prefetch",
-           {{"inflight_bytes", prefetcher_->inflightBytes()},
-            {"read_ahead_chunks", prefetcher_->readAheadChunks()},
-            {"streams", streams},
-            // Zero-change mode: the epoch detected from the reads (-1: not yet).
-            {"torch_epoch", follower_.load() ? json(follower_.load()->epoch()) : json(nullptr)}}},
-          {"read_bytes", st.readBytes.load()},
-          {"coalesced", st.coalesced.load()},
-          {"source_errors", st.sourceErrors.load()},
-          {"tiers", tiers}};
 }
 
 }  // namespace epochfs::fusefs

@@ -16,6 +16,7 @@
 #include "cache/ram_tier.h"
 #include "prefetch/prefetcher.h"
 #include "prefetch/torch_order_follower.h"
+#include "fusefs/admin_commands.h"
 #include "fusefs/admin_server.h"
 #include "fusefs/dataset_namespace.h"
 #include "fusefs/fuse_server.h"
@@ -34,14 +35,10 @@ class Daemon {
   // Serves until unmounted or signalled, then unmounts. Returns the exit code.
   int run();
 
-  nlohmann::json statusJson() const;
-  nlohmann::json statsJson() const;
 
  private:
   cache::Status openTiers();
-  void registerAdminCommands();
-  // Mutating commands: the daemon's owner and root only.
-  static void requireOwner(const AdminSession& session);
+
 
   MountOptions options_;
   std::chrono::steady_clock::time_point startedAt_;
@@ -59,6 +56,7 @@ class Daemon {
   std::unique_ptr<prefetch::TorchOrderFollower> followerOwner_;
   std::atomic<prefetch::TorchOrderFollower*> follower_{nullptr};
   std::thread orderSetup_;
+  std::unique_ptr<AdminCommands> adminCommands_;
   AdminServer admin_;
 };
 

@@ -1,6 +1,7 @@
 #include "fusefs/daemon.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -219,7 +220,9 @@ int Daemon::run() {
   int rc = fuse_->loop();
   admin_.stop();
   fuse_->unmount();
-  return rc == 0 ? 0 : 1;
+  // libfuse reports the signal that ended the loop; SIGTERM/SIGINT/SIGHUP are
+  // a clean unmount.
+  return rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP ? 0 : 1;
 }
 
 }  // namespace epochfs::fusefs

@@ -35,6 +35,10 @@ struct CacheStats {
   TierCounters source;
   // Source I/O: whole chunks read from the source (misses, prefetches).
   TierCounters sourceReads;
+  // Whole chunks fetched from owner peers, and peer fetches that failed (the
+  // read then went to the source).
+  TierCounters peerReads;
+  std::atomic<uint64_t> peerErrors{0};
   std::atomic<uint64_t> coalesced{0};      // misses that waited on another's fetch
   std::atomic<uint64_t> sourceErrors{0};   // source reads that failed
   std::atomic<uint64_t> readRequests{0};   // FUSE READ requests served

@@ -19,6 +19,16 @@ void ChunkCache::countServed(Tier from, uint64_t bytes) {
 
 Result<ChunkRef> ChunkCache::get(const std::string& relPath, const FileIdentity& id,
                                  uint32_t index, Tier* from) {
+  return lookupOrFetch(relPath, id, index, from, peers_ != nullptr);
+}
+
+Result<ChunkRef> ChunkCache::getForPeer(const std::string& relPath, const FileIdentity& id,
+                                        uint32_t index) {
+  return lookupOrFetch(relPath, id, index, nullptr, false);
+}
+
+Result<ChunkRef> ChunkCache::lookupOrFetch(const std::string& relPath, const FileIdentity& id,
+                                           uint32_t index, Tier* from, bool askPeers) {
   const ChunkKey key = keyFor(id.fileId, index);
   Tier dummy;
   Tier& tier = from != nullptr ? *from : dummy;
@@ -57,7 +67,11 @@ Result<ChunkRef> ChunkCache::get(const std::string& relPath, const FileIdentity&
     return flight->result;
   }
 
-  Result<ChunkRef> result = fetchFromSource(relPath, id, key);
+  // A previous leader may have finished between our lookup and our
+  // registration: look again before reading anything.
+  ChunkRef again = ram_.lookup(key, id);
+  if (again) tier = Tier::kRam;
+  Result<ChunkRef> result = again ? Result<ChunkRef>(again) : fetch(relPath, id, key, askPeers, &tier);
   {
     std::lock_guard<std::mutex> lock(flight->mu);
     flight->result = result;
@@ -69,6 +83,24 @@ Result<ChunkRef> ChunkCache::get(const std::string& relPath, const FileIdentity&
     inflight_.erase(key.hash);
   }
   return result;
+}
+
+Result<ChunkRef> ChunkCache::fetch(const std::string& relPath, const FileIdentity& id,
+                                   const ChunkKey& key, bool askPeers, Tier* from) {
+  if (askPeers && peers_->ownedElsewhere(id.fileId)) {
+    Result<ChunkRef> r = peers_->fetch(relPath, id, key);
+    if (r.isOk() && r.value()->identity == id && r.value()->key == key && r.value()->verify()) {
+      stats_.peerReads.add(r.value()->size());
+      *from = Tier::kPeer;
+      // Another node's share: kept in RAM as the first to go, never on disk,
+      // so it does not displace this node's own share.
+      if (ram_.insert(r.value())) ram_.demote(key);
+      return r;
+    }
+    stats_.peerErrors.fetch_add(1, std::memory_order_relaxed);
+  }
+  *from = Tier::kSource;
+  return fetchFromSource(relPath, id, key);
 }
 
 Result<ChunkRef> ChunkCache::fetchFromSource(const std::string& relPath, const FileIdentity& id,

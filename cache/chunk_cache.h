@@ -16,6 +16,7 @@
 #include "cache/cache_stats.h"
 #include "cache/chunk.h"
 #include "cache/chunk_store.h"
+#include "cache/peer_source.h"
 #include "cache/source.h"
 
 namespace epochfs::cache {
@@ -29,6 +30,14 @@ class ChunkCache {
 
   // `ram` is required; `disk` may be null (no disk tier). Not owned.
   ChunkCache(const Options& options, Source& source, ChunkStore& ram, ChunkStore* disk);
+
+  // Joins a cluster: misses of files other nodes own are asked of them first.
+  // Set once before reads start; `peers` must outlive this cache.
+  void setPeers(PeerSource* peers) { peers_ = peers; }
+
+  // As get(), for a request that came from a peer: never asks peers again
+  // (this node is the owner, or the asker falls back to its own source).
+  Result<ChunkRef> getForPeer(const std::string& relPath, const FileIdentity& id, uint32_t index);
 
   enum class Tier { kRam, kDisk, kPeer, kSource };
 
@@ -66,6 +75,11 @@ class ChunkCache {
     Result<ChunkRef> result{Status::unavailable("pending")};
   };
 
+  Result<ChunkRef> lookupOrFetch(const std::string& relPath, const FileIdentity& id,
+                                 uint32_t index, Tier* from, bool askPeers);
+  // The miss path of the coalescing leader: the owner peer, then the source.
+  Result<ChunkRef> fetch(const std::string& relPath, const FileIdentity& id, const ChunkKey& key,
+                         bool askPeers, Tier* from);
   Result<ChunkRef> fetchFromSource(const std::string& relPath, const FileIdentity& id,
                                    const ChunkKey& key);
 
@@ -73,6 +87,7 @@ class ChunkCache {
   Source& source_;
   ChunkStore& ram_;
   ChunkStore* disk_;
+  PeerSource* peers_ = nullptr;
   CacheStats stats_;
   std::mutex inflightMu_;  // guards inflight_ only; never held during I/O
   std::unordered_map<uint64_t, std::shared_ptr<InFlight>> inflight_;

@@ -1,9 +1,13 @@
 #include "fusefs/admin_commands.h"
 
+#include <signal.h>
 #include <unistd.h>
+
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
+#include "fusefs/admin_paths.h"
 #include "fusefs/admin_protocol.h"
 #include "fusefs/plan_builder.h"
 
@@ -20,54 +24,133 @@ json tierJson(const cache::TierUsage& u, const cache::TierCounters& hits) {
           {"corruptions", u.corruptions}};
 }
 
-}  // namespace
-
-AdminCommands::AdminCommands(const MountState& mount) : m_(mount) {}
-
-void AdminCommands::requireOwner(const AdminSession& session) {
-  if (session.caller.uid != 0 && session.caller.uid != geteuid()) {
-    throw std::runtime_error("permission denied: only the daemon's owner or root may do this");
-  }
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-void AdminCommands::registerAll(AdminServer& server) {
-  server.handle(admin::kCmdStatus, [this](const json&, AdminSession&) { return status(); });
-  server.handle(admin::kCmdStats, [this](const json&, AdminSession&) { return stats(); });
+}  // namespace
 
+AdminCommands::AdminCommands(const MountState& mount)
+    : m_(mount),
+      auth_(mount.ns, geteuid(), mount.options.adminGid),
+      cacheCommands_(mount.ns, mount.cache, mount.ram, auth_, mount.options.maxPlanEntries),
+      refresher_(mount.ns, mount.cache, mount.sourceRootFd, 16),
+      exporter_(mount.options.mountpoint) {}
+
+void AdminCommands::registerAll(AdminServer& server) {
+  server_ = &server;
+  auto reader = [this](json (AdminCommands::*fn)() const) {
+    return [this, fn](const json&, AdminSession& s) {
+      auth_.requireReader(s);
+      return (this->*fn)();
+    };
+  };
+  server.handle(admin::kCmdStatus, reader(&AdminCommands::status));
+  server.handle(admin::kCmdStats, reader(&AdminCommands::stats));
+  server.handle("metrics", [this](const json&, AdminSession& s) {
+    auth_.requireReader(s);
+    return json{{"text", metricsText()}};
+  });
+  server.handle("peers", [this](const json&, AdminSession& s) {
+    auth_.requireReader(s);
+    return json{{"clustered", false}, {"members", nullptr}, {"peers", json::array()}};
+  });
+  server.handle("plans", [this](const json&, AdminSession& s) {
+    auth_.requireReader(s);
+    json j = plans_.summary();
+    j["chunk_size"] = m_.cache.chunkSize();
+    j["ram_capacity_bytes"] = m_.ram.usage().capacityBytes;
+    j["ram_shards"] = m_.ram.shardCount();
+    return j;
+  });
+  server.handle("plan_entries", [this](const json& req, AdminSession& s) {
+    auth_.requireReader(s);
+    return plans_.page(req.value("rank", 0), req.value("offset", uint64_t{0}));
+  });
+  server.handle("refresh", [this](const json&, AdminSession& s) {
+    auth_.requireAdmin(s);
+    auto r = refresher_.refresh();
+    if (!r.isOk()) throw AdminError::from(r.status());
+    auto paths = [](const std::vector<std::string>& v) {
+      json a = json::array();
+      for (const auto& p : v) a.push_back(encodeAdminPath(p));
+      return a;
+    };
+    return json{{"version", r->version},
+                {"added", r->added},
+                {"removed", r->removed},
+                {"changed", r->changed},
+                {"invalidated_files", r->invalidatedFiles},
+                {"added_paths", paths(r->addedPaths)},
+                {"removed_paths", paths(r->removedPaths)},
+                {"changed_paths", paths(r->changedPaths)},
+                {"truncated", r->truncated},
+                {"remount_needed", r->added > 0},
+                {"seconds", r->seconds}};
+  });
+  server.handle("unmount", [this](const json&, AdminSession& s) {
+    auth_.requireAdmin(s);
+    spdlog::info("admin: unmount requested by uid {}", s.caller.uid);
+    // After the reply is on its way: the FUSE loop ends on SIGTERM and the
+    // daemon unmounts and exits as with `kill -TERM`.
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      kill(getpid(), SIGTERM);
+    }).detach();
+    return json{{"unmounting", m_.options.mountpoint}};
+  });
+  registerOrder(server);
+  cacheCommands_.registerAll(server);
+}
+
+void AdminCommands::registerOrder(AdminServer& server) {
   // A streamed order: begin, append (each message under the 64 KiB cap), commit.
   server.handle(admin::kCmdOrderBegin, [this](const json& req, AdminSession& session) {
-    requireOwner(session);
+    auth_.requireAdmin(session);
     const int64_t epoch = req.value("epoch", int64_t{0});
     const int rank = req.value("rank", 0);
     const uint64_t start = req.value("start", uint64_t{0});
-    if (rank < 0) throw std::invalid_argument("rank must be >= 0");
+    if (rank < 0) throw AdminError::invalid("rank must be >= 0");
     session.state = std::make_shared<PlanBuilder>(m_.ns, epoch, rank, start,
                                                   m_.options.maxPlanEntries);
     return json::object();
   });
   server.handle(admin::kCmdOrderAppend, [](const json& req, AdminSession& session) {
     auto* builder = std::any_cast<std::shared_ptr<PlanBuilder>>(&session.state);
-    if (builder == nullptr) throw std::invalid_argument("order_append without order_begin");
+    if (builder == nullptr) throw AdminError::invalid("order_append without order_begin");
     cache::Status s = (*builder)->append(req.value("entries", json::array()));
     if (!s.isOk()) {
       session.state.reset();
-      throw std::invalid_argument(s.message());
+      throw AdminError::from(s);
     }
     return json{{"entries", (*builder)->size()}};
   });
   server.handle(admin::kCmdOrderCommit, [this](const json&, AdminSession& session) {
     auto* builder = std::any_cast<std::shared_ptr<PlanBuilder>>(&session.state);
-    if (builder == nullptr) throw std::invalid_argument("order_commit without order_begin");
+    if (builder == nullptr) throw AdminError::invalid("order_commit without order_begin");
     auto plan = (*builder)->build();
     session.state.reset();
-    if (plan->start() > plan->size()) throw std::invalid_argument("start is past the plan's end");
+    if (plan->start() > plan->size()) throw AdminError::invalid("start is past the plan's end");
+    // A caller may only order files it can read.
+    if (!AdminAuth::isRoot(session)) {
+      for (size_t i = 0; i < plan->size(); ++i) {
+        auto ino = resolveAdminPath(m_.ns, plan->at(i).relPath);
+        if (!ino.isOk() || !auth_.mayRead(session, *ino)) {
+          throw AdminError::permissionDenied("entry " + std::to_string(i) + ": uid " +
+                                             std::to_string(session.caller.uid) +
+                                             " may not read it");
+        }
+      }
+    }
     const size_t n = plan->size();
+    plans_.set(plan);
     m_.prefetcher.setPlan(std::move(plan));
     return json{{"entries", n}};
   });
   server.handle(admin::kCmdOrderClear, [this](const json&, AdminSession& session) {
-    requireOwner(session);
+    auth_.requireAdmin(session);
     m_.prefetcher.clear();
+    plans_.clear();
     return json::object();
   });
 }
@@ -80,17 +163,37 @@ json AdminCommands::status() const {
                      {"capacity_bytes", m_.disk->usage().capacityBytes},
                      {"dir", m_.options.cacheDir}};
   }
+  json plan = nullptr;
+  const auto streams = m_.prefetcher.stats();
+  if (!streams.empty()) {
+    uint64_t entries = 0, position = 0;
+    json ranks = json::array(), epochs = json::array();
+    for (const auto& s : streams) {
+      entries += s.length;
+      position += s.position - s.start;
+      ranks.push_back(s.rank);
+      epochs.push_back(s.epoch);
+    }
+    plan = {{"streams", streams.size()},
+            {"entries", entries},
+            {"consumed", position},
+            {"ranks", ranks},
+            {"epochs", epochs},
+            {"source", m_.follower.load() ? "torch-distributed" : "admin"}};
+  }
+  const int port = metricsPort_.load();
   return {
-      {"version", "0.1.0"},
+      {"version", kVersion},
       {"pid", getpid()},
       {"source", m_.options.source},
       {"mountpoint", m_.options.mountpoint},
-      {"uptime_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - m_.startedAt)
-                       .count()},
-      {"dataset", {{"files", m_.ns.fileCount()},
+      {"uptime_s", secondsSince(m_.startedAt)},
+      {"dataset", {{"version", refresher_.version()},
+                   {"files", m_.ns.fileCount()},
                    {"dirs", m_.ns.dirCount()},
                    {"bytes", m_.ns.totalBytes()},
-                   {"snapshot_s", m_.snapshotSeconds}}},
+                   {"snapshot_s", m_.snapshotSeconds},
+                   {"pending_additions", refresher_.pendingAdditions()}}},
       {"options", {{"ram_cache", m_.options.ramCacheBytes},
                    {"cache_dir", m_.options.cacheDir},
                    {"disk_cache", m_.options.diskCacheBytes},
@@ -98,8 +201,14 @@ json AdminCommands::status() const {
                    {"threads", m_.options.threads},
                    {"revalidate", m_.options.revalidateSeconds},
                    {"allow_other", m_.options.allowOther},
+                   {"admin_group", m_.options.adminGroup.empty() ? json(nullptr)
+                                                                 : json(m_.options.adminGroup)},
                    {"command_line", m_.options.given}}},
       {"tiers", tiers},
+      {"members", nullptr},
+      {"plan", plan},
+      {"admin", {{"socket", server_ != nullptr ? json(server_->path()) : json(nullptr)},
+                 {"metrics_port", port >= 0 ? json(port) : json(nullptr)}}},
   };
 }
 
@@ -130,17 +239,39 @@ json AdminCommands::stats() const {
                        {"prefetched_files", p.prefetchedFiles},
                        {"prefetched_bytes", p.prefetchedBytes}});
   }
-  return {{"read_requests", st.readRequests.load()},
+  const WarmCounters& w = cacheCommands_.warmCounters();
+  const EvictCounters& e = cacheCommands_.evictCounters();
+  json adminCounters = json::object();
+  if (server_ != nullptr) {
+    const AdminServerCounters* c = &server_->counters();
+    adminCounters = {{"connections", c->connections.load()}, {"refused", c->refused.load()},
+                     {"requests", c->requests.load()},       {"errors", c->errors.load()},
+                     {"denied", c->denied.load()},           {"oversized", c->oversized.load()},
+                     {"timeouts", c->timeouts.load()}};
+  }
+  return {{"uptime_s", secondsSince(m_.startedAt)},
+          {"dataset_version", refresher_.version()},
+          {"read_requests", st.readRequests.load()},
+          {"read_bytes", st.readBytes.load()},
+          {"coalesced", st.coalesced.load()},
+          {"source_errors", st.sourceErrors.load()},
+          {"tiers", tiers},
+          {"peer", {{"hit_chunks", st.peer.chunks.load()}, {"hit_bytes", st.peer.bytes.load()}}},
           {"prefetch",
            {{"inflight_bytes", m_.prefetcher.inflightBytes()},
             {"read_ahead_chunks", m_.prefetcher.readAheadChunks()},
             {"streams", streams},
             // Zero-change mode: the epoch detected from the reads (-1: not yet).
             {"torch_epoch", m_.follower.load() ? json(m_.follower.load()->epoch()) : json(nullptr)}}},
-          {"read_bytes", st.readBytes.load()},
-          {"coalesced", st.coalesced.load()},
-          {"source_errors", st.sourceErrors.load()},
-          {"tiers", tiers}};
+          {"warm", {{"jobs", w.jobs.load()}, {"files", w.files.load()},
+                    {"bytes", w.bytes.load()}, {"errors", w.errors.load()}}},
+          {"evict", {{"chunks", e.chunks.load()}, {"bytes", e.bytes.load()}}},
+          {"refreshes", refresher_.refreshes()},
+          {"admin", adminCounters}};
+}
+
+std::string AdminCommands::metricsText() const {
+  return exporter_.render(status(), stats(), m_.cache.stats().sourceLatency);
 }
 
 }  // namespace epochfs::fusefs

@@ -1,18 +1,28 @@
-// AdminCommands: what the admin socket can ask of a mount (status, stats,
-// order, ...) — the handlers registered on the AdminServer, answering from
-// the mount's parts (MountState, non-owning) and enforcing who may do what.
+// AdminCommands: what the admin socket can ask of a mount — the handlers
+// registered on the AdminServer, answering from the mount's parts (MountState,
+// non-owning) and enforcing who may do what (AdminAuth). Commands (docs/ADMIN.md):
+//   readers: status, stats, metrics, peers, plans, plan_entries, ls
+//   admins:  order_begin/append/commit, order_clear, refresh, unmount,
+//            warm_add/start/progress, evict
+// ls, warm and evict live in CacheCommands.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
 #include "cache/chunk_cache.h"
 #include "cache/ram_tier.h"
+#include "fusefs/admin_auth.h"
 #include "fusefs/admin_server.h"
+#include "fusefs/cache_commands.h"
 #include "fusefs/dataset_namespace.h"
+#include "fusefs/metrics_exporter.h"
 #include "fusefs/mount_options.h"
+#include "fusefs/namespace_refresher.h"
+#include "fusefs/plan_registry.h"
 #include "prefetch/prefetcher.h"
 #include "prefetch/torch_order_follower.h"
 
@@ -29,21 +39,35 @@ struct MountState {
   cache::ChunkCache& cache;
   prefetch::Prefetcher& prefetcher;
   std::atomic<prefetch::TorchOrderFollower*>& follower;
+  int sourceRootFd = -1;  // the source root, for refresh's re-snapshot
 };
 
 class AdminCommands {
  public:
+  static constexpr const char* kVersion = "0.1.0";
+
   explicit AdminCommands(const MountState& mount);
+  // Registers every command; `server` must outlive this object's use.
   void registerAll(AdminServer& server);
 
   nlohmann::json status() const;
   nlohmann::json stats() const;
+  // Prometheus text exposition (docs/METRICS.md).
+  std::string metricsText() const;
+  // The port --metrics-port bound, shown by status (-1: none).
+  void setMetricsPort(int port) { metricsPort_.store(port); }
 
  private:
-  // Mutating commands: the daemon's owner and root only.
-  static void requireOwner(const AdminSession& session);
+  void registerOrder(AdminServer& server);
 
   MountState m_;
+  AdminAuth auth_;
+  CacheCommands cacheCommands_;
+  NamespaceRefresher refresher_;
+  PlanRegistry plans_;
+  MetricsExporter exporter_;
+  const AdminServer* server_ = nullptr;  // for its counters and socket path
+  std::atomic<int> metricsPort_{-1};
 };
 
 }  // namespace epochfs::fusefs

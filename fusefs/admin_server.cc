@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -18,6 +19,7 @@ namespace epochfs::fusefs {
 
 using cache::Result;
 using cache::Status;
+using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -34,7 +36,47 @@ Status ensurePrivateDir(const std::string& dir) {
   return Status::ok();
 }
 
+int millisUntil(Clock::time_point deadline) {
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return ms <= 0 ? 0 : static_cast<int>(ms);
+}
+
+// Reads exactly n bytes before `deadline`: 1 done, 0 peer closed/error, -1 timeout.
+int readBefore(int fd, char* p, size_t n, Clock::time_point deadline) {
+  while (n > 0) {
+    const int ms = millisUntil(deadline);
+    if (ms == 0) return -1;
+    pollfd pfd{fd, POLLIN, 0};
+    const int pr = poll(&pfd, 1, ms);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr == 0) return -1;
+    if (pr < 0) return 0;
+    const ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (r <= 0) return 0;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return 1;
+}
+
+std::string errorReply(const std::string& code, const std::string& message) {
+  return nlohmann::json{{"ok", false}, {"code", code}, {"error", message}}.dump();
+}
+
 }  // namespace
+
+AdminError AdminError::from(const cache::Status& s) {
+  using C = cache::Status::Code;
+  switch (s.code()) {
+    case C::kNotFound: return notFound(s.message());
+    case C::kPermissionDenied: return permissionDenied(s.message());
+    case C::kTooLarge: return tooLarge(s.message());
+    case C::kInvalidArgument: return invalid(s.message());
+    default: return AdminError("failed", s.toString());
+  }
+}
 
 AdminServer::~AdminServer() { stop(); }
 
@@ -78,7 +120,7 @@ Status AdminServer::start(const std::string& path) {
   }
   // Anyone may connect; each command checks the caller's credentials.
   chmod(path.c_str(), 0666);
-  if (listen(listenFd_, 64) != 0) return Status::fromErrno(errno, "listen " + path);
+  if (listen(listenFd_, kMaxConnections) != 0) return Status::fromErrno(errno, "listen " + path);
   path_ = path;
   acceptThread_ = std::thread([this] { acceptLoop(); });
   return Status::ok();
@@ -90,8 +132,12 @@ void AdminServer::stop() {
   if (acceptThread_.joinable()) acceptThread_.join();
   if (listenFd_ >= 0) close(listenFd_);
   if (!path_.empty()) unlink(path_.c_str());
-  // Let running connections notice and finish (bounded by the receive timeout).
-  for (int i = 0; i < 100 * kReceiveTimeoutSeconds && active_.load() > 0; ++i) usleep(10000);
+  // Wake every connection blocked on its client; handlers in progress finish.
+  std::unique_lock<std::mutex> lock(connMu_);
+  for (int fd : conns_) shutdown(fd, SHUT_RDWR);
+  if (!connCv_.wait_for(lock, std::chrono::seconds(120), [&] { return conns_.empty(); })) {
+    spdlog::error("admin: {} connections still busy at shutdown", conns_.size());
+  }
 }
 
 void AdminServer::acceptLoop() {
@@ -100,22 +146,81 @@ void AdminServer::acceptLoop() {
     if (poll(&p, 1, 200) <= 0) continue;
     int fd = accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    if (active_.load() >= kMaxConnections) {
-      close(fd);  // flood: refuse rather than queue
-      continue;
+    {
+      std::lock_guard<std::mutex> lock(connMu_);
+      if (conns_.size() < static_cast<size_t>(kMaxConnections) && !stopping_.load()) {
+        conns_.insert(fd);
+        counters_.connections.fetch_add(1, std::memory_order_relaxed);
+        std::thread([this, fd] {
+          serve(fd);
+          std::lock_guard<std::mutex> l(connMu_);
+          conns_.erase(fd);
+          close(fd);
+          connCv_.notify_all();
+        }).detach();
+        continue;
+      }
     }
-    active_.fetch_add(1);
-    std::thread([this, fd] {
-      serve(fd);
-      close(fd);
-      active_.fetch_sub(1);
-    }).detach();
+    // Flood: refuse rather than queue (one small reply, never blocking).
+    counters_.refused.fetch_add(1, std::memory_order_relaxed);
+    const std::string msg = errorReply(
+        "unavailable", "too many admin connections (" + std::to_string(kMaxConnections) +
+                           " open); try again");
+    const uint32_t n = static_cast<uint32_t>(msg.size());
+    unsigned char hdr[4] = {static_cast<unsigned char>(n), static_cast<unsigned char>(n >> 8), 0,
+                            0};
+    std::string framed(reinterpret_cast<char*>(hdr), 4);
+    framed += msg;
+    ssize_t w = send(fd, framed.data(), framed.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)w;
+    close(fd);
+  }
+}
+
+AdminServer::Received AdminServer::receive(int fd, std::string& out, uint32_t* announced) {
+  const auto deadline = Clock::now() + std::chrono::seconds(kReceiveTimeoutSeconds);
+  unsigned char hdr[4];
+  int r = readBefore(fd, reinterpret_cast<char*>(hdr), 4, deadline);
+  if (r <= 0) return r == 0 ? Received::kClosed : Received::kTimeout;
+  const uint32_t n =
+      hdr[0] | (hdr[1] << 8) | (hdr[2] << 16) | (static_cast<uint32_t>(hdr[3]) << 24);
+  if (n > admin::kMaxMessageBytes) {
+    *announced = n;
+    return Received::kTooLarge;
+  }
+  out.resize(n);
+  r = readBefore(fd, out.data(), n, deadline);
+  if (r <= 0) return r == 0 ? Received::kClosed : Received::kTimeout;
+  return Received::kMessage;
+}
+
+void AdminServer::refuseOversized(int fd, uint32_t announced) {
+  counters_.oversized.fetch_add(1, std::memory_order_relaxed);
+  counters_.errors.fetch_add(1, std::memory_order_relaxed);
+  admin::sendMessage(fd, errorReply("too_large", "message of " + std::to_string(announced) +
+                                                     " bytes exceeds the " +
+                                                     std::to_string(admin::kMaxMessageBytes) +
+                                                     "-byte cap; closing the connection"));
+  shutdown(fd, SHUT_WR);
+  // Discard what the client is still sending (bounded in bytes and time), so
+  // it gets to read the reply instead of a reset.
+  const auto deadline = Clock::now() + std::chrono::seconds(2);
+  uint64_t left = std::min<uint64_t>(announced, kMaxDiscardBytes);
+  char buf[64 * 1024];
+  while (left > 0) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(left, sizeof buf));
+    pollfd pfd{fd, POLLIN, 0};
+    const int ms = millisUntil(deadline);
+    if (ms == 0 || poll(&pfd, 1, ms) <= 0) break;
+    const ssize_t r = recv(fd, buf, want, MSG_DONTWAIT);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (r <= 0) break;
+    left -= static_cast<uint64_t>(r);
   }
 }
 
 void AdminServer::serve(int fd) {
   timeval tv{kReceiveTimeoutSeconds, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   ucred cred{};
   socklen_t len = sizeof cred;
@@ -123,30 +228,54 @@ void AdminServer::serve(int fd) {
   AdminSession session;
   session.caller = AdminCaller{cred.pid, cred.uid, cred.gid};
   std::string message;
-  while (!stopping_.load() && admin::receiveMessage(fd, message)) {
-    if (!admin::sendMessage(fd, dispatch(message, session))) return;
+  while (!stopping_.load()) {
+    uint32_t announced = 0;
+    switch (receive(fd, message, &announced)) {
+      case Received::kMessage:
+        if (!admin::sendMessage(fd, dispatch(message, session))) return;
+        break;
+      case Received::kTooLarge:
+        refuseOversized(fd, announced);
+        return;
+      case Received::kTimeout:
+        counters_.timeouts.fetch_add(1, std::memory_order_relaxed);
+        return;
+      case Received::kClosed:
+        return;
+    }
   }
 }
 
 std::string AdminServer::dispatch(const std::string& message, AdminSession& session) {
+  counters_.requests.fetch_add(1, std::memory_order_relaxed);
   nlohmann::json reply;
+  std::string code;
   try {
     nlohmann::json request = nlohmann::json::parse(message);
     if (!request.is_object() || !request.contains("cmd") || !request["cmd"].is_string()) {
-      throw std::invalid_argument("request must be an object with a string \"cmd\"");
+      throw AdminError::invalid("request must be an object with a string \"cmd\"");
     }
     auto it = handlers_.find(request["cmd"].get<std::string>());
     if (it == handlers_.end()) {
-      throw std::invalid_argument("unknown command '" + request["cmd"].get<std::string>() + "'");
+      throw AdminError::invalid("unknown command '" + request["cmd"].get<std::string>() + "'");
     }
     reply = it->second(request, session);
     if (!reply.contains("ok")) reply["ok"] = true;
+  } catch (const AdminError& e) {
+    code = e.code();
+    reply = {{"ok", false}, {"code", e.code()}, {"error", e.what()}};
   } catch (const std::exception& e) {
-    reply = {{"ok", false}, {"error", e.what()}};
+    code = "invalid";
+    reply = {{"ok", false}, {"code", code}, {"error", e.what()}};
+  }
+  if (!code.empty()) {
+    counters_.errors.fetch_add(1, std::memory_order_relaxed);
+    if (code == "permission_denied") counters_.denied.fetch_add(1, std::memory_order_relaxed);
   }
   std::string out = reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (out.size() > admin::kMaxMessageBytes) {
-    out = nlohmann::json{{"ok", false}, {"error", "reply too large"}}.dump();
+    spdlog::error("admin: reply to {} too large ({} bytes)", message.substr(0, 40), out.size());
+    out = errorReply("internal", "reply too large");
   }
   return out;
 }

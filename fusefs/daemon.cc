@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cache/delayed_source.h"
 #include "cache/disk_tier.h"
 #include "cache/ram_tier.h"
 #include "fusefs/admin_protocol.h"
@@ -77,6 +78,7 @@ Status checkMountable(const MountOptions& o) {
 Daemon::Daemon(MountOptions options) : options_(std::move(options)) {}
 
 Daemon::~Daemon() {
+  if (metricsHttp_) metricsHttp_->stop();
   admin_.stop();
   if (orderSetup_.joinable()) orderSetup_.join();
   fuse_.reset();  // unmounts if still mounted
@@ -160,7 +162,13 @@ Status Daemon::start() {
   cache::ChunkCache::Options co;
   co.datasetId = datasetId_;
   co.chunkSize = options_.chunkSize;
-  cache_ = std::make_unique<cache::ChunkCache>(co, *source_, *ram_, disk_.get());
+  cache::Source* reads = source_.get();
+  if (options_.injectSourceLatencyMs > 0) {
+    delayed_ = std::make_unique<cache::DelayedSource>(
+        *source_, std::chrono::milliseconds(options_.injectSourceLatencyMs));
+    reads = delayed_.get();
+  }
+  cache_ = std::make_unique<cache::ChunkCache>(co, *reads, *ram_, disk_.get());
 
   std::string socketPath = options_.adminSocket;
   if (socketPath.empty()) {
@@ -181,11 +189,17 @@ Status Daemon::start() {
 
   MountState state{options_,        startedAt_,        snapshotSeconds_, *namespace_,
                    *ram_,           disk_.get(),       *cache_,          *prefetcher_,
-                   follower_};
+                   follower_,       source_->rootFd()};
   adminCommands_ = std::make_unique<AdminCommands>(state);
   adminCommands_->registerAll(admin_);
   s = admin_.start(socketPath);
   if (!s.isOk()) return s;
+  if (options_.metricsPort >= 0) {
+    metricsHttp_ = std::make_unique<MetricsHttpServer>([this] { return adminCommands_->metricsText(); });
+    s = metricsHttp_->start(static_cast<uint16_t>(options_.metricsPort));
+    if (!s.isOk()) return s;
+    adminCommands_->setMetricsPort(metricsHttp_->port());
+  }
 
   FuseServer::Config fc;
   fc.revalidateSeconds = options_.revalidateSeconds;
@@ -218,6 +232,7 @@ static void raiseKernelReadAhead(const std::string& mountpoint) {
 int Daemon::run() {
   raiseKernelReadAhead(options_.mountpoint);
   int rc = fuse_->loop();
+  if (metricsHttp_) metricsHttp_->stop();
   admin_.stop();
   fuse_->unmount();
   // libfuse reports the signal that ended the loop; SIGTERM/SIGINT/SIGHUP are

@@ -20,6 +20,7 @@
 #include "fusefs/admin_server.h"
 #include "fusefs/dataset_namespace.h"
 #include "fusefs/fuse_server.h"
+#include "fusefs/metrics_http_server.h"
 #include "fusefs/mount_options.h"
 
 namespace epochfs::fusefs {
@@ -45,6 +46,7 @@ class Daemon {
   uint64_t datasetId_ = 0;
   double snapshotSeconds_ = 0;
   std::unique_ptr<cache::PosixSource> source_;
+  std::unique_ptr<cache::Source> delayed_;  // --inject-source-latency (testing)
   std::unique_ptr<DatasetNamespace> namespace_;
   std::unique_ptr<cache::RamTier> ram_;
   std::unique_ptr<cache::ChunkStore> disk_;
@@ -58,6 +60,7 @@ class Daemon {
   std::thread orderSetup_;
   std::unique_ptr<AdminCommands> adminCommands_;
   AdminServer admin_;
+  std::unique_ptr<MetricsHttpServer> metricsHttp_;  // --metrics-port
 };
 
 // Refuses a mount that cannot work, with a one-line reason: no /dev/fuse, the

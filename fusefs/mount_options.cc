@@ -1,5 +1,6 @@
 #include "fusefs/mount_options.h"
 
+#include <grp.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -87,6 +88,20 @@ std::string canonicalDir(const std::string& path, const char* what) {
 }
 
 }  // namespace
+
+Result<gid_t> resolveGroup(const std::string& name) {
+  std::vector<char> buf(16384);
+  struct group gr;
+  struct group* found = nullptr;
+  if (getgrnam_r(name.c_str(), &gr, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
+    return found->gr_gid;
+  }
+  if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos &&
+      name.size() < 10) {
+    return static_cast<gid_t>(std::stoul(name));
+  }
+  return Status::invalidArgument("no such group '" + name + "'");
+}
 
 uint64_t availableMemoryBytes() {
   uint64_t total = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
@@ -201,6 +216,11 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
                  "Re-check source files older than SECONDS (default 0: immutable)")
       ->check(CLI::Range(0, 86400 * 365));
   app.add_option("--admin-socket", o.adminSocket, "Admin socket path");
+  app.add_option("--admin-group", o.adminGroup,
+                 "Group whose members may run mutating epochctl commands (warm, evict, ...)");
+  app.add_option("--metrics-port", o.metricsPort,
+                 "Serve Prometheus /metrics on 127.0.0.1:PORT (0: any free port)")
+      ->check(CLI::Range(0, 65535));
   std::string prefetchMemory = "256M";
   app.add_option("--prefetch-window", o.prefetchWindow, "Plan entries to prefetch ahead (default 512)")
       ->check(CLI::Range(0, 10000000));
@@ -209,6 +229,9 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
       ->check(CLI::Range(1, 1024));
   app.add_option("--max-plan-entries", o.maxPlanEntries, "Cap on a registered order (default 20M)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
+  app.add_option("--inject-source-latency", o.injectSourceLatencyMs,
+                 "Testing: add MS milliseconds to every source read")
+      ->check(CLI::Range(0, 60000));
   std::string order;
   app.add_option("--order", order,
                  "Follow torch's sampler order: torch-distributed:seed=S,world=W,ranks=R1+R2");
@@ -286,6 +309,11 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
     if (!spec.isOk()) return Status::invalidArgument("--order: " + spec.status().message());
     o.torchOrder = true;
     o.torchOrderSpec = *spec;
+  }
+  if (!o.adminGroup.empty()) {
+    auto g = resolveGroup(o.adminGroup);
+    if (!g.isOk()) return Status::invalidArgument("--admin-group: " + g.status().message());
+    o.adminGid = *g;
   }
   auto pm = parseSize(prefetchMemory, mem);
   if (!pm.isOk()) return Status::invalidArgument("--prefetch-memory: " + pm.status().message());

@@ -3,6 +3,8 @@
 // the public functions return Result with a one-line reason.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -28,11 +30,16 @@ struct MountOptions {
   bool allowOther = false;
   bool nonempty = false;
   std::string adminSocket;  // empty: the default location
+  // Members of this group may run mutating admin commands (docs/ADMIN.md).
+  std::string adminGroup;         // as given (name or number); empty: none
+  std::optional<gid_t> adminGid;  // resolved
+  int metricsPort = -1;           // --metrics-port: 127.0.0.1:PORT serves /metrics; -1 off, 0 any
   // Prefetch (docs/PREFETCH.md).
   uint32_t prefetchWindow = 512;        // plan entries ahead of the reader
   uint64_t prefetchMemory = 256 << 20;  // prefetch bytes in flight
   unsigned prefetchThreads = 32;        // concurrent prefetch reads
   uint64_t maxPlanEntries = 20000000;   // cap on one registered order
+  unsigned injectSourceLatencyMs = 0;   // fault injection: delay every source read
   // Zero-change mode: --order torch-distributed:seed=S,world=W,ranks=R1+R2[,drop_last=1]
   bool torchOrder = false;
   prefetch::TorchOrderSpec torchOrderSpec;
@@ -48,6 +55,9 @@ cache::Result<prefetch::TorchOrderSpec> parseTorchOrder(const std::string& text)
 
 // "64M", "1.5G", "4096", "25%" (of `memoryBytes`). K/M/G/T are powers of 1024.
 cache::Result<uint64_t> parseSize(const std::string& text, uint64_t memoryBytes);
+
+// A group name or number to its gid.
+cache::Result<gid_t> resolveGroup(const std::string& name);
 
 // The memory available to this process: the cgroup limit where one is set,
 // else MemTotal.

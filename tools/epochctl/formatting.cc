@@ -1,5 +1,6 @@
 #include "tools/epochctl/formatting.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -26,12 +27,39 @@ std::string formatStatus(const json& s) {
   std::snprintf(up, sizeof up, "%.0f s", s.value("uptime_s", 0.0));
   o << "uptime:     " << up << "\n";
   const json& d = s["dataset"];
-  o << "dataset:    " << d.value("files", 0) << " files, " << d.value("dirs", 0) << " dirs, "
-    << humanBytes(d.value("bytes", uint64_t{0})) << "\n";
+  o << "dataset:    version " << d.value("version", 0) << ", " << d.value("files", 0)
+    << " files, " << d.value("dirs", 0) << " dirs, " << humanBytes(d.value("bytes", uint64_t{0}))
+    << " (snapshot at mount)";
+  if (d.value("pending_additions", 0) > 0) {
+    o << "; " << d["pending_additions"].get<uint64_t>()
+      << " entries added in the source since (remount to see them)";
+  }
+  o << "\n";
   for (auto& [name, t] : s["tiers"].items()) {
     o << "tier " << name << ":" << std::string(name.size() < 6 ? 6 - name.size() : 0, ' ')
       << humanBytes(t.value("used_bytes", uint64_t{0})) << " / "
-      << humanBytes(t.value("capacity_bytes", uint64_t{0})) << "\n";
+      << humanBytes(t.value("capacity_bytes", uint64_t{0}));
+    if (t.contains("dir")) o << " in " << t["dir"].get<std::string>();
+    o << "\n";
+  }
+  o << "members:    " << (s["members"].is_null() ? std::string("not clustered") : s["members"].dump())
+    << "\n";
+  const json& plan = s["plan"];
+  if (plan.is_null()) {
+    o << "plan:       no order registered\n";
+  } else {
+    o << "plan:       " << plan.value("streams", 0) << " stream(s) (" << plan.value("source", "")
+      << "), " << plan.value("consumed", 0) << "/" << plan.value("entries", 0)
+      << " entries read, epochs " << plan["epochs"].dump() << ", ranks " << plan["ranks"].dump()
+      << "\n";
+  }
+  if (s.contains("admin")) {
+    const json& a = s["admin"];
+    o << "admin:      " << (a["socket"].is_string() ? a["socket"].get<std::string>() : "?");
+    if (a["metrics_port"].is_number()) {
+      o << "; metrics on http://127.0.0.1:" << a["metrics_port"].get<int>() << "/metrics";
+    }
+    o << "\n";
   }
   return o.str();
 }
@@ -61,10 +89,19 @@ std::string formatStats(const json& s) {
                   src ? "-" : std::to_string(t.value("evictions", uint64_t{0})).c_str());
     o << line;
   }
+  const uint64_t peer = s.contains("peer") ? s["peer"].value("hit_bytes", uint64_t{0}) : 0;
+  if (peer > 0) o << "peer     " << humanBytes(peer) << " from other nodes\n";
+  const uint64_t fromSource = s["tiers"]["source"].value("bytes", uint64_t{0});
+  std::snprintf(line, sizeof line, "hit ratio: %.1f%% of the bytes the daemon served came from a cache tier\n",
+                readBytes ? 100.0 * static_cast<double>(readBytes - std::min(readBytes, fromSource)) /
+                                static_cast<double>(readBytes)
+                          : 0.0);
+  o << line;
   const json& lat = s["tiers"]["source"]["latency_us"];
   o << "source latency: p50 " << lat.value("p50", 0) << " us, p99 " << lat.value("p99", 0)
     << " us; errors " << s.value("source_errors", 0) << "; coalesced misses "
-    << s.value("coalesced", 0) << "\n";
+    << s.value("coalesced", 0) << "; read from the source "
+    << humanBytes(s["tiers"]["source"].value("read_bytes", uint64_t{0})) << "\n";
   if (s.contains("prefetch")) {
     const json& p = s["prefetch"];
     o << "prefetch: " << humanBytes(p.value("inflight_bytes", uint64_t{0})) << " in flight";
@@ -85,6 +122,37 @@ std::string formatStats(const json& s) {
                     humanBytes(st.value("prefetched_bytes", uint64_t{0})).c_str());
       o << buf;
     }
+  }
+  return o.str();
+}
+
+}  // namespace epochfs::ctl
+
+namespace epochfs::ctl {
+
+std::string formatRefresh(const json& r) {
+  std::ostringstream o;
+  o << "dataset version " << r.value("version", 0) << ": " << r.value("added", 0) << " added, "
+    << r.value("removed", 0) << " removed, " << r.value("changed", 0) << " changed";
+  char secs[32];
+  std::snprintf(secs, sizeof secs, " (%.2f s)", r.value("seconds", 0.0));
+  o << secs << "\n";
+  auto list = [&](const char* key, const char* mark) {
+    for (const json& p : r[key]) {
+      std::string n = p.is_string() ? p.get<std::string>() : "<b64:" + p.value("b64", "") + ">";
+      for (char& c : n) {
+        if (static_cast<unsigned char>(c) < 0x20) c = '?';
+      }
+      o << "  " << mark << " " << n << "\n";
+    }
+  };
+  list("added_paths", "+");
+  list("removed_paths", "-");
+  list("changed_paths", "~");
+  if (r.value("truncated", false)) o << "  (lists truncated)\n";
+  if (r.value("remount_needed", false)) {
+    o << "added entries appear after a remount; changed and removed ones are applied now"
+         " (the kernel may keep old pages of changed files until it drops them)\n";
   }
   return o.str();
 }

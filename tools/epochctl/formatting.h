@@ -11,5 +11,6 @@ namespace epochfs::ctl {
 std::string humanBytes(uint64_t bytes);
 std::string formatStatus(const nlohmann::json& status);
 std::string formatStats(const nlohmann::json& stats);
+std::string formatRefresh(const nlohmann::json& refresh);
 
 }  // namespace epochfs::ctl

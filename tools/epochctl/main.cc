@@ -1,5 +1,11 @@
 // epochctl COMMAND MOUNTPOINT [...]: inspect and steer a running epochfs mount
-// through its admin socket. Every command takes --json.
+// through its admin socket (docs/ADMIN.md). Every command takes --json (and
+// --socket PATH to bypass the mount's xattr). Exit status: 0 ok, 1 the command
+// failed, 3 not an epochfs mount / daemon not responding, 4 permission
+// denied; the reason is one line on stderr.
+#include <unistd.h>
+
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -8,24 +14,95 @@
 
 #include "tools/epochctl/admin_client.h"
 #include "tools/epochctl/formatting.h"
+#include "tools/epochctl/ls_command.h"
+#include "tools/epochctl/mrc_command.h"
 #include "tools/epochctl/order_command.h"
+#include "tools/epochctl/path_list.h"
+#include "tools/epochctl/stats_watch.h"
+#include "tools/epochctl/warm_command.h"
 
 using nlohmann::json;
+namespace ctl = epochfs::ctl;
+
+namespace {
+
+uint64_t parseSize(const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw ctl::CtlError("malformed size '" + text + "'");
+  }
+  std::string suffix = text.substr(used);
+  double mult = 1;
+  if (!suffix.empty()) {
+    const std::string units = "KMGT";
+    const size_t u = units.find(static_cast<char>(std::toupper(suffix[0])));
+    if (u == std::string::npos) throw ctl::CtlError("malformed size '" + text + "' (K, M, G, T)");
+    mult = std::pow(1024.0, static_cast<double>(u + 1));
+  }
+  if (v < 0) throw ctl::CtlError("negative size '" + text + "'");
+  return static_cast<uint64_t>(v * mult);
+}
+
+std::vector<uint64_t> parseSizes(const std::string& list) {
+  std::vector<uint64_t> out;
+  std::stringstream in(list);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(parseSize(item));
+  }
+  return out;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"epochctl: inspect and steer an epochfs mount", "epochctl"};
+  CLI::App app{"epochctl: inspect and steer an epochfs mount (docs/ADMIN.md)", "epochctl"};
   app.require_subcommand(1);
-  std::string mountpoint;
+  std::string mountpoint, socket;
   bool asJson = false;
+  std::vector<std::string> paths;
+  std::string listFile;
 
-  auto* status = app.add_subcommand("status", "Version, source, options, tiers");
-  auto* stats = app.add_subcommand("stats", "Reads and bytes by tier, prefetch, source latency");
+  auto* status = app.add_subcommand("status", "Version, source, options, tiers, plan");
+  auto* stats = app.add_subcommand("stats", "Reads and bytes by tier, source, prefetch, evictions");
+  auto* refresh = app.add_subcommand("refresh", "Re-snapshot the source: report what changed");
+  auto* ls = app.add_subcommand("ls", "Residency of files/directories in the cache tiers");
+  auto* warm = app.add_subcommand("warm", "Fetch files into the cache, with progress");
+  auto* evict = app.add_subcommand("evict", "Drop files (or everything) from the cache tiers");
   auto* order = app.add_subcommand("order", "Register an epoch's read order (one entry per line)");
-  for (auto* sub : {status, stats, order}) {
+  auto* metrics = app.add_subcommand("metrics", "Prometheus text exposition of every counter");
+  auto* mrc = app.add_subcommand("mrc", "Miss-ratio curve: hit ratio by cache size, LRU vs order-aware");
+  auto* peers = app.add_subcommand("peers", "Cluster members (when clustered)");
+  auto* unmount = app.add_subcommand("unmount", "Unmount and stop the daemon");
+  for (auto* sub : {status, stats, refresh, ls, warm, evict, order, metrics, mrc, peers, unmount}) {
     sub->add_option("mountpoint", mountpoint, "An epochfs mountpoint")->required();
     sub->add_flag("--json", asJson, "Machine-readable output");
+    sub->add_option("--socket", socket, "Admin socket (default: from the mount's xattr)");
   }
-  epochfs::ctl::OrderRequest orderRequest;
+  double watch = 0;
+  long count = 0;
+  stats->add_option("--watch", watch, "Redraw a live view every SECONDS")->check(CLI::Range(0.1, 86400.0));
+  stats->add_option("--count", count, "With --watch: stop after N views");
+  bool dirOnly = false;
+  ls->add_option("paths", paths, "Paths relative to the mount (default: its root)");
+  ls->add_flag("-d,--directory", dirOnly, "Directories as one total, not their entries");
+  unsigned threads = 0;
+  bool quiet = false;
+  warm->add_option("paths", paths, "Files or directories to warm");
+  warm->add_option("--list", listFile, "File with one path per line (- for stdin)");
+  warm->add_option("--threads", threads, "Concurrent fetches in the daemon (default 8)")
+      ->check(CLI::Range(1, 64));
+  warm->add_flag("-q,--quiet", quiet, "No progress output");
+  bool all = false;
+  std::string tier = "all";
+  evict->add_option("paths", paths, "Files or directories to evict");
+  evict->add_option("--list", listFile, "File with one path per line (- for stdin)");
+  evict->add_flag("--all", all, "Evict everything");
+  evict->add_option("--tier", tier, "ram, disk or all (default)")->check(CLI::IsMember({"all", "ram", "disk"}));
+  ctl::OrderRequest orderRequest;
   std::string orderFile;
   bool clear = false;
   order->add_option("--epoch", orderRequest.epoch, "Epoch number");
@@ -34,40 +111,93 @@ int main(int argc, char** argv) {
   order->add_option("--start", orderRequest.start, "Resume at this position of the order");
   order->add_option("file", orderFile, "File with one entry per line, or - for stdin");
   order->add_flag("--clear", clear, "Drop every registered order");
+  ctl::MrcOptions mrcOptions;
+  std::string sizes;
+  mrc->add_option("--order", mrcOptions.orderFiles, "An epoch's order file (repeat for several epochs)");
+  mrc->add_option("--epochs", mrcOptions.epochs, "Epochs to model (default: the orders, at least 2)")
+      ->check(CLI::Range(1, 1000));
+  mrc->add_option("--seed", mrcOptions.seed, "Seed for the reshuffled later epochs");
+  mrc->add_option("--sizes", sizes, "Cache sizes, e.g. 1G,2G,4G (default: --points up to the data)");
+  mrc->add_option("--points", mrcOptions.points, "Number of cache sizes (default 12)")
+      ->check(CLI::Range(1, 200));
+  mrc->add_option("--png", mrcOptions.png, "Also draw the curve into this PNG (matplotlib)");
   CLI11_PARSE(app, argc, argv);
 
+  const std::string cmd = app.get_subcommands().front()->get_name();
   try {
-    epochfs::ctl::AdminClient client(mountpoint);
-    const std::string cmd = app.get_subcommands().front()->get_name();
+    if (cmd == "stats" && watch > 0) {
+      return ctl::StatsWatch(mountpoint, socket, watch, count, asJson).run();
+    }
+    ctl::AdminClient client(mountpoint, socket);
+    ctl::PathList pathList(mountpoint);
+    for (const auto& p : paths) pathList.add(p);
+    if (!listFile.empty()) pathList.addFromFile(listFile);
     json reply;
+    std::string text;
     if (cmd == "order") {
       if (clear) {
         reply = client.call({{"cmd", "order_clear"}});
+        text = "orders cleared\n";
       } else if (orderFile.empty()) {
-        throw std::runtime_error("order needs a FILE (or - for stdin), or --clear");
-      } else if (orderFile == "-") {
-        reply = epochfs::ctl::sendOrder(client, orderRequest, std::cin);
+        throw ctl::CtlError("order needs a FILE (or - for stdin), or --clear");
       } else {
-        std::ifstream in(orderFile);
-        if (!in) throw std::runtime_error("cannot read " + orderFile);
-        reply = epochfs::ctl::sendOrder(client, orderRequest, in);
+        std::ifstream in;
+        if (orderFile != "-") {
+          in.open(orderFile);
+          if (!in) throw ctl::CtlError("cannot read " + orderFile);
+        }
+        reply = ctl::sendOrder(client, orderRequest, orderFile == "-" ? std::cin : in);
+        text = "registered " + std::to_string(reply.value("entries", 0)) + " entries for epoch " +
+               std::to_string(orderRequest.epoch) + ", rank " + std::to_string(orderRequest.rank) +
+               "\n";
       }
+    } else if (cmd == "ls") {
+      reply = ctl::runLs(client, pathList, dirOnly);
+      text = ctl::formatLs(reply);
+    } else if (cmd == "warm") {
+      ctl::WarmOptions wo;
+      wo.progress = !quiet && !asJson;
+      wo.threads = threads;
+      reply = ctl::runWarm(client, pathList, wo);
+      text = ctl::formatWarm(reply);
+    } else if (cmd == "evict") {
+      reply = ctl::runEvict(client, pathList, all, tier);
+      text = ctl::formatEvict(reply);
+    } else if (cmd == "mrc") {
+      if (!sizes.empty()) mrcOptions.sizes = parseSizes(sizes);
+      reply = ctl::runMrc(client, mrcOptions);
+      text = ctl::formatMrc(reply);
+      if (!mrcOptions.png.empty()) {
+        ctl::drawMrcPng(reply, mrcOptions.png);
+        text += "plot: " + mrcOptions.png + "\n";
+      }
+    } else if (cmd == "refresh") {
+      reply = client.call({{"cmd", "refresh"}}, 3600);
+      text = ctl::formatRefresh(reply);
+    } else if (cmd == "unmount") {
+      reply = client.call({{"cmd", "unmount"}});
+      text = "unmounting " + reply.value("unmounting", mountpoint) + "\n";
     } else {
       reply = client.call({{"cmd", cmd}});
+      if (cmd == "status") text = ctl::formatStatus(reply);
+      if (cmd == "stats") text = ctl::formatStats(reply);
+      if (cmd == "metrics") text = reply.value("text", "");
+      if (cmd == "peers") text = "not clustered: this mount has no peers\n";
     }
     reply.erase("ok");
     if (asJson) {
-      std::cout << reply.dump(2) << "\n";
-    } else if (cmd == "status") {
-      std::cout << epochfs::ctl::formatStatus(reply);
-    } else if (cmd == "stats") {
-      std::cout << epochfs::ctl::formatStats(reply);
-    } else if (clear) {
-      std::cout << "orders cleared\n";
+      std::cout << reply.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     } else {
-      std::cout << "registered " << reply.value("entries", 0) << " entries for epoch "
-                << orderRequest.epoch << ", rank " << orderRequest.rank << "\n";
+      std::cout << text;
     }
+    if (cmd == "warm" && reply.value("errors", uint64_t{0}) > 0) {
+      throw ctl::CtlError(std::to_string(reply["errors"].get<uint64_t>()) +
+                          " files could not be warmed; first: " +
+                          reply.value("first_error", std::string("?")));
+    }
+  } catch (const ctl::CtlError& e) {
+    std::fprintf(stderr, "epochctl: error: %s\n", e.what());
+    return e.exitCode();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "epochctl: error: %s\n", e.what());
     return 1;

@@ -1,0 +1,32 @@
+#include "tools/epochbench/daemon_probe.h"
+
+#include <cstdio>
+
+#include "fusefs/admin_protocol.h"
+#include "tools/epochbench/admin_client.h"
+#include "tools/epochbench/system_util.h"
+
+namespace epochfs::bench {
+
+std::optional<nlohmann::json> adminRequest(const std::string& mountpoint,
+                                           const nlohmann::json& request, std::string* error) {
+  auto conn = AdminConnection::open(mountpoint, error, /*timeout_s=*/5);
+  return conn ? conn->request(request, error) : std::nullopt;
+}
+
+std::optional<pid_t> findEpochfsPid(const std::string& mountpoint) {
+  std::string error;
+  auto status = adminRequest(mountpoint, {{"cmd", admin::kCmdStatus}}, &error);
+  if (status && status->contains("pid") && (*status)["pid"].is_number_integer()) {
+    return (*status)["pid"].get<pid_t>();
+  }
+  if (status) error = "status reply has no integer \"pid\"";
+  std::fprintf(stderr, "epochfs pid via admin socket failed (%s); scanning /proc\n", error.c_str());
+  return findProcessByMount("epochfs", mountpoint);
+}
+
+std::optional<pid_t> findBindfsPid(const std::string& mountpoint) {
+  return findProcessByMount("bindfs", mountpoint);
+}
+
+}  // namespace epochfs::bench

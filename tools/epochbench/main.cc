@@ -1,0 +1,122 @@
+// epochbench: the project's benchmark. `gen` writes an ImageNet-shaped
+// dataset; `run` measures epoch reads of it natively, through bindfs and
+// through epochfs (see bench_runner.h); `prefetch` measures cold epochs with
+// and without a registered order, and order-aware eviction (see
+// prefetch_bench.h).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "tools/epochbench/bench_runner.h"
+#include "tools/epochbench/dataset_generator.h"
+#include "tools/epochbench/mount_guard.h"
+#include "tools/epochbench/prefetch_bench.h"
+
+namespace {
+
+using epochfs::bench::DatasetSpec;
+
+void addDatasetOptions(CLI::App* cmd, DatasetSpec& spec) {
+  cmd->add_option("--files", spec.files, "Number of files")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--classes", spec.classes, "Number of class directories")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--mean-kb", spec.mean_kb, "Mean file size in KiB (log-normal, sigma 0.5)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", spec.seed, "Seed of sizes and contents")->capture_default_str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  epochfs::bench::installSignalCleanup();
+
+  CLI::App app{"epochbench: epoch-read benchmark for epochfs"};
+  app.require_subcommand(1);
+
+  std::string gen_dir;
+  DatasetSpec gen_spec;
+  CLI::App* gen = app.add_subcommand("gen", "Generate (or reuse) an ImageNet-shaped dataset");
+  gen->add_option("DIR", gen_dir, "Dataset directory (manifest goes to DIR.manifest.json)")
+      ->required();
+  addDatasetOptions(gen, gen_spec);
+
+  epochfs::bench::RunOptions run_options;
+  CLI::App* run = app.add_subcommand(
+      "run", "Time shuffled whole-file reads: native, bindfs, epochfs-ram, epochfs-hot");
+  run->add_option("--dir", run_options.dir, "Dataset directory (generated if missing)")
+      ->capture_default_str();
+  addDatasetOptions(run, run_options.spec);
+  run->add_option("--threads", run_options.threads, "Reader threads")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  run->add_option("--repeats", run_options.repeats, "Timed passes per case")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  run->add_option("--cases", run_options.cases, "Comma-separated cases, run in this order")
+      ->delimiter(',')
+      ->check(CLI::IsMember(epochfs::bench::kAllCases))
+      ->capture_default_str();
+  run->add_option("--epochfs", run_options.epochfs,
+                  "epochfs binary (default: epochfs next to this executable)");
+  run->add_option("--ram-cache", run_options.ram_cache, "epochfs --ram-cache size")
+      ->capture_default_str();
+  run->add_flag("--json", run_options.json, "Print a JSON document on stdout (table to stderr)");
+  run->add_flag("--strict", run_options.strict, "Exit 1 if a done-when check fails");
+
+  epochfs::bench::PrefetchBenchOptions pf;
+  CLI::App* prefetch = app.add_subcommand(
+      "prefetch",
+      "Cold epochs: direct vs epochfs without (cold) and with a registered order (plan); "
+      "order-aware vs LRU eviction (needs root)");
+  prefetch->add_option("--dir", pf.dir, "Dataset directory without --source-throttle")
+      ->capture_default_str();
+  addDatasetOptions(prefetch, pf.spec);
+  prefetch
+      ->add_option("--eviction-files", pf.eviction_files,
+                   "Files of the eviction case's dataset (0: --files)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  prefetch->add_option("--threads", pf.threads, "Reader threads")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  prefetch->add_option("--repeats", pf.repeats, "Repeats of every case")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  prefetch->add_option("--compute-ms", pf.compute_ms, "Sleep per sample after reading it")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  prefetch->add_option("--source-throttle", pf.source_throttle,
+                       "Cap source reads at BPS bytes/s (e.g. 100M = 100 MiB/s) on a "
+                       "loop-mounted ext4 image");
+  prefetch->add_option("--cases", pf.cases, "Comma-separated cases")
+      ->delimiter(',')
+      ->check(CLI::IsMember(epochfs::bench::kPrefetchCases))
+      ->capture_default_str();
+  prefetch->add_option("--order-seed", pf.order_seed, "Repeat r shuffles with SEED + r")
+      ->capture_default_str();
+  prefetch->add_option("--epochfs", pf.epochfs,
+                       "epochfs binary (default: epochfs next to this executable)");
+  prefetch->add_option("--ram-cache", pf.ram_cache,
+                       "epochfs --ram-cache of the epoch cases (default: dataset x 1.25 + 64M)");
+  prefetch->add_option("--epochfs-arg", pf.epochfs_args,
+                       "Extra epochfs argument, repeatable (--epochfs-arg=--prefetch-window=1024)");
+  prefetch->add_flag("--json", pf.json, "Print a JSON document on stdout (tables to stderr)");
+
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (*gen) {
+      epochfs::bench::ensureDataset(gen_dir, gen_spec);
+      return 0;
+    }
+    if (*prefetch) return epochfs::bench::runPrefetchBenchmark(pf);
+    return epochfs::bench::runBenchmark(run_options);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "epochbench: %s\n", e.what());
+    return 1;
+  }
+}

@@ -92,7 +92,9 @@ int main(int argc, char** argv) {
   prefetch->add_option("--source-throttle", pf.source_throttle,
                        "Cap source reads at BPS bytes/s (e.g. 100M = 100 MiB/s) on a "
                        "loop-mounted ext4 image");
-  prefetch->add_option("--cases", pf.cases, "Comma-separated cases")
+  prefetch
+      ->add_option("--cases", pf.cases,
+                   "Comma-separated cases: direct, cold, plan, eviction, warm (diagnostic)")
       ->delimiter(',')
       ->check(CLI::IsMember(epochfs::bench::kPrefetchCases))
       ->capture_default_str();

@@ -32,14 +32,6 @@ struct Dataset {
   uint64_t bytes = 0;
 };
 
-// printf of `value` with `fmt`, or "" without a value.
-std::string optional(const char* fmt, std::optional<double> value) {
-  if (!value) return "";
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), fmt, *value);
-  return buf;
-}
-
 uint64_t specBytes(const DatasetSpec& spec) {
   uint64_t bytes = 0;
   for (int i = 0; i < spec.files; ++i) bytes += datasetFileBytes(spec, i);
@@ -68,7 +60,7 @@ class PrefetchBench {
   std::unique_ptr<EpochfsMount> mount(const Dataset& d, const std::string& ram_cache);
   std::vector<std::string> inOrder(const Dataset& d, uint64_t seed);
   EpochRun runDirect(int repeat, const std::vector<std::string>& order);
-  EpochRun runEpochfs(int repeat, const std::vector<std::string>& order, bool plan);
+  EpochRun runEpochfs(int repeat, const std::vector<std::string>& order, bool plan, bool warm);
   void runEviction(int repeat);
   json configJson() const;
 
@@ -97,7 +89,7 @@ void PrefetchBench::setUpSources() {
   if (options_.eviction_files > 0) evict_spec.files = options_.eviction_files;
   evict_spec.classes = std::min(evict_spec.classes, evict_spec.files);
   const bool same = evict_spec.files == options_.spec.files;
-  const bool need_main = wants("direct") || wants("cold") || wants("plan");
+  const bool need_main = wants("direct") || wants("cold") || wants("plan") || wants("warm");
   const bool need_evict = wants("eviction");
   const bool separate_evict = need_evict && !(same && need_main);
   if (read_bps_ > 0) {
@@ -179,12 +171,17 @@ EpochRun PrefetchBench::runDirect(int repeat, const std::vector<std::string>& or
   return run;
 }
 
-EpochRun PrefetchBench::runEpochfs(int repeat, const std::vector<std::string>& order, bool plan) {
+EpochRun PrefetchBench::runEpochfs(int repeat, const std::vector<std::string>& order, bool plan,
+                                   bool warm) {
   dropCaches();
   std::string ram = options_.ram_cache.empty() ? std::to_string(main_.bytes * 5 / 4 + (64ull << 20))
                                                : options_.ram_cache;
   auto m = mount(main_, ram);
   scan(m->mountpoint(), main_);
+  if (warm) {  // everything into the RAM tier, then only the kernel's cache dropped
+    runOrderedPass(absolute(m->mountpoint(), main_.files), options_.threads);
+    dropCaches();
+  }
   EpochRun run;
   run.repeat = repeat;
   std::string error;
@@ -262,11 +259,7 @@ void PrefetchBench::runEviction(int repeat) {
       e.rchar_fraction = e.rchar_bytes / total;
       e.daemon_fraction = e.daemon_bytes / total;
       if (dev0 && dev1) e.device_fraction = (*dev1 - *dev0) / total;
-      std::fprintf(stderr,
-                   "  repeat %d  eviction %-11s epoch %d  %6.2f s  source/dataset %.3f (rchar) "
-                   "%.3f (daemon)%s\n",
-                   repeat, mode.c_str(), epoch, e.pass.seconds, e.rchar_fraction, e.daemon_fraction,
-                   optional(" %.3f (device)", e.device_fraction).c_str());
+      printEvictionProgress(stderr, mode, e);
       out->epochs.push_back(e);
     }
   }
@@ -349,18 +342,9 @@ int PrefetchBench::run() {
       } else if (name == "direct") {
         run = runDirect(repeat, order);
       } else {
-        run = runEpochfs(repeat, order, name == "plan");
+        run = runEpochfs(repeat, order, name == "plan", name == "warm");
       }
-      auto stall = run.stallFraction();
-      std::fprintf(
-          stderr, "  repeat %d/%d  %-6s %7.2f s %8.0f files/s%s%s%s%s\n", repeat, options_.repeats,
-          name.c_str(), run.pass.seconds, run.pass.filesPerSecond(),
-          optional("  waited %.2f%%", stall ? std::optional(100 * *stall) : std::nullopt).c_str(),
-          optional("  lead %.0f files", run.lead_files).c_str(),
-          optional("  daemon CPU %.2f s", run.daemon_cpu_s).c_str(),
-          optional("  %.0f read errors",
-                   run.pass.errors ? std::optional<double>(run.pass.errors) : std::nullopt)
-              .c_str());
+      printEpochProgress(stderr, name, run, options_.repeats);
       for (auto& c : results_.cases) {
         if (c.name == name) c.runs.push_back(std::move(run));
       }

@@ -202,7 +202,33 @@ std::string verdict(bool applies, std::optional<double> value, bool ok) {
   return ok ? "PASS" : "FAIL";
 }
 
+// printf of `value` with `fmt`, or "" without a value.
+std::string optional(const char* fmt, std::optional<double> value) {
+  return value ? format(fmt, *value) : "";
+}
+
 }  // namespace
+
+void printEpochProgress(std::FILE* out, const std::string& name, const EpochRun& run, int repeats) {
+  auto stall = run.stallFraction();
+  std::fprintf(
+      out, "  repeat %d/%d  %-10s %7.2f s %8.0f files/s%s%s%s%s\n", run.repeat, repeats,
+      name.c_str(), run.pass.seconds, run.pass.filesPerSecond(),
+      optional("  waited %.2f%%", stall ? std::optional(100 * *stall) : std::nullopt).c_str(),
+      optional("  lead %.0f files", run.lead_files).c_str(),
+      optional("  daemon CPU %.2f s", run.daemon_cpu_s).c_str(),
+      optional("  %.0f read errors",
+               run.pass.errors ? std::optional<double>(run.pass.errors) : std::nullopt)
+          .c_str());
+}
+
+void printEvictionProgress(std::FILE* out, const std::string& mode, const EvictionEpoch& e) {
+  std::fprintf(out,
+               "  repeat %d  eviction %-11s epoch %d  %6.2f s  source/dataset %.3f (rchar) "
+               "%.3f (daemon)%s\n",
+               e.repeat, mode.c_str(), e.epoch, e.pass.seconds, e.rchar_fraction, e.daemon_fraction,
+               optional(" %.3f (device)", e.device_fraction).c_str());
+}
 
 std::vector<Target> prefetchTargets(const PrefetchResults& results) {
   std::vector<Target> targets;

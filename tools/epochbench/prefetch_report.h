@@ -37,7 +37,7 @@ struct EpochRun {
 inline constexpr const char* kSleepOnly = "sleep-only";
 
 struct EpochCase {
-  std::string name;  // direct, cold, plan, or kSleepOnly
+  std::string name;  // direct, cold, plan, warm, or kSleepOnly
   std::vector<EpochRun> runs;
 };
 
@@ -87,6 +87,9 @@ struct Target {
 };
 
 std::vector<Target> prefetchTargets(const PrefetchResults& results);
+// One progress line per measured epoch.
+void printEpochProgress(std::FILE* out, const std::string& name, const EpochRun& run, int repeats);
+void printEvictionProgress(std::FILE* out, const std::string& mode, const EvictionEpoch& e);
 void printPrefetchReport(std::FILE* out, const PrefetchResults& results,
                          const std::vector<Target>& targets);
 nlohmann::json prefetchJson(const PrefetchResults& results, const std::vector<Target>& targets);

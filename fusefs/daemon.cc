@@ -17,6 +17,8 @@
 #include "fusefs/admin_protocol.h"
 #include "fusefs/admin_paths.h"
 #include "fusefs/plan_builder.h"
+#include "transport/membership.h"
+#include "transport/peer_auth.h"
 #include "prefetch/image_folder_samples.h"
 
 namespace epochfs::fusefs {
@@ -86,6 +88,7 @@ Daemon::~Daemon() {
   followerOwner_.reset();
   if (ram_) ram_->setAdvisor(nullptr);
   prefetcher_.reset();
+  cluster_.reset();  // its serve threads use cache_ and filesById_
 }
 
 void Daemon::setUpTorchOrder() {
@@ -141,6 +144,77 @@ Status Daemon::openTiers() {
   return Status::ok();
 }
 
+Status Daemon::startCluster() {
+  if (!options_.clustered()) return Status::ok();
+  transport::MembershipSpec spec;
+  spec.peers = options_.clusterPeers;
+  spec.hostfile = options_.clusterHostfile;
+  spec.slurm = options_.clusterSlurm;
+  spec.listen = options_.clusterListen;
+  if (options_.clusterNodeId >= 0) spec.nodeId = static_cast<uint32_t>(options_.clusterNodeId);
+  spec.defaultPort = options_.clusterPort;
+  auto mb = transport::resolveMembership(spec);
+  if (!mb.isOk()) return mb.status();
+  auto secret = transport::loadSecretFile(options_.secretFile);
+  if (!secret.isOk()) return secret.status();
+  transport::ClusterConfig cc;
+  cc.members = mb->members;
+  cc.selfId = mb->selfId;
+  cc.listenHost = mb->listenHost;
+  cc.listenPort = mb->listenPort;
+  cc.replicas = options_.replicas;
+  cc.deadline = std::chrono::milliseconds(options_.peerTimeoutMs);
+  cc.secret = std::move(secret).value();
+  cc.macPayloads = options_.peerMac;
+  cc.capacityBytes = options_.ramCacheBytes + (disk_ ? options_.diskCacheBytes : 0);
+  // Peers can name only files of this snapshot, by id, at the version they hold.
+  for (DatasetNamespace::Ino ino = 1; ino <= namespace_->nodeCount(); ++ino) {
+    if (S_ISREG(namespace_->attr(ino).mode)) filesById_.emplace(namespace_->fileId(ino), ino);
+  }
+  auto serve = [this](const cache::FileIdentity& id, uint32_t index) -> cache::Result<cache::ChunkRef> {
+    auto it = filesById_.find(id.fileId);
+    if (it == filesById_.end()) return Status::notFound("no such file in this dataset");
+    if (!(namespace_->identity(it->second) == id)) return Status::stale("another version");
+    return cache_->getForPeer(namespace_->path(it->second), id, index);
+  };
+  auto cluster = transport::Cluster::start(cc, serve);
+  if (!cluster.isOk()) return cluster.status();
+  cluster_ = std::move(cluster).value();
+  cache_->setPeers(cluster_.get());
+  return Status::ok();
+}
+
+json Daemon::peersJson() const {
+  if (!cluster_) return json{{"clustered", false}, {"members", nullptr}, {"peers", json::array()}};
+  json peers = json::array();
+  for (const auto& p : cluster_->peers()) {
+    peers.push_back({{"id", p.id},
+                     {"address", p.address},
+                     {"state", p.state},
+                     {"live", p.live},
+                     {"capacity_bytes", p.capacityBytes},
+                     {"fetches", p.fetches},
+                     {"bytes_fetched", p.bytesFetched},
+                     {"fetch_errors", p.fetchErrors},
+                     {"timeouts", p.timeouts},
+                     {"served", p.served},
+                     {"bytes_served", p.bytesServed},
+                     {"serve_errors", p.serveErrors},
+                     {"auth_failures", p.authFailures},
+                     {"connects", p.connects},
+                     {"last_error", p.lastError}});
+  }
+  const auto& c = cluster_->config();
+  return json{{"clustered", true},
+              {"self", c.selfId},
+              {"members", c.members.size()},
+              {"listen_port", cluster_->listenPort()},
+              {"replicas", c.replicas},
+              {"integrity", c.macPayloads ? "mac" : "checksum"},
+              {"deadline_ms", c.deadline.count()},
+              {"peers", std::move(peers)}};
+}
+
 Status Daemon::start() {
   startedAt_ = std::chrono::steady_clock::now();
   datasetId_ = cache::datasetIdForPath(options_.source);
@@ -169,6 +243,8 @@ Status Daemon::start() {
     reads = delayed_.get();
   }
   cache_ = std::make_unique<cache::ChunkCache>(co, *reads, *ram_, disk_.get());
+  s = startCluster();
+  if (!s.isOk()) return s;
 
   std::string socketPath = options_.adminSocket;
   if (socketPath.empty()) {
@@ -180,6 +256,9 @@ Status Daemon::start() {
   po.workers = options_.prefetchThreads;
   po.windowFiles = options_.prefetchWindow;
   po.memoryBytes = options_.prefetchMemory;
+  // Prefetched, unread data lives in the RAM tier: keep it to 1/16 of it so the
+  // lead never displaces much of what order-aware eviction keeps for later.
+  po.maxLeadBytes = std::max<uint64_t>(options_.ramCacheBytes / 16, options_.chunkSize);
   prefetcher_ = std::make_unique<prefetch::Prefetcher>(po, *cache_);
   ram_->setAdvisor(prefetcher_.get());
   prefetcher_->setReadObserver([this](uint64_t fileId) {
@@ -192,6 +271,13 @@ Status Daemon::start() {
                    follower_,       source_->rootFd()};
   adminCommands_ = std::make_unique<AdminCommands>(state);
   adminCommands_->registerAll(admin_);
+  // `epochctl peers` (replaces AdminCommands' standalone answer).
+  admin_.handle("peers", [this, auth = std::make_shared<AdminAuth>(*namespace_, geteuid(),
+                                                                   options_.adminGid)](
+                             const json&, AdminSession& session) {
+    auth->requireReader(session);
+    return peersJson();
+  });
   s = admin_.start(socketPath);
   if (!s.isOk()) return s;
   if (options_.metricsPort >= 0) {

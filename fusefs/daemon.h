@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 #include <memory>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +23,7 @@
 #include "fusefs/fuse_server.h"
 #include "fusefs/metrics_http_server.h"
 #include "fusefs/mount_options.h"
+#include "transport/cluster.h"
 
 namespace epochfs::fusefs {
 
@@ -39,6 +41,8 @@ class Daemon {
 
  private:
   cache::Status openTiers();
+  cache::Status startCluster();
+  nlohmann::json peersJson() const;
 
 
   MountOptions options_;
@@ -51,6 +55,10 @@ class Daemon {
   std::unique_ptr<cache::RamTier> ram_;
   std::unique_ptr<cache::ChunkStore> disk_;
   std::unique_ptr<cache::ChunkCache> cache_;
+  // --peers/--hostfile/--slurm: the other nodes' caches. Declared after
+  // cache_ so it stops (its serve threads use cache_) before cache_ goes.
+  std::unique_ptr<transport::Cluster> cluster_;
+  std::unordered_map<uint64_t, DatasetNamespace::Ino> filesById_;  // what peers may ask for
   std::unique_ptr<prefetch::Prefetcher> prefetcher_;
   std::unique_ptr<FuseServer> fuse_;
   // Zero-change mode: built in the background after the mount.

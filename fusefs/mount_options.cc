@@ -235,6 +235,21 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
   std::string order;
   app.add_option("--order", order,
                  "Follow torch's sampler order: torch-distributed:seed=S,world=W,ranks=R1+R2");
+  std::string peerIntegrity = "mac";
+  app.add_option("--peers", o.clusterPeers, "Cluster members host:port,... (same list on every node)");
+  app.add_option("--hostfile", o.clusterHostfile, "Cluster members, one host[:port] per line");
+  app.add_flag("--slurm", o.clusterSlurm, "Cluster members from SLURM_JOB_NODELIST/SLURM_NODEID");
+  app.add_option("--listen", o.clusterListen, "Peer address ADDR:PORT (default: this node's entry)");
+  app.add_option("--node-id", o.clusterNodeId, "This node's line in the member list")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--cluster-port", o.clusterPort, "Port of members given without one (default 7711)")
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--replicas", o.replicas, "Owners per file (default 1)")->check(CLI::Range(1, 16));
+  app.add_option("--secret-file", o.secretFile, "The job's shared secret (mode 0600)");
+  app.add_option("--peer-integrity", peerIntegrity, "mac (default) or checksum (trusted fabric)")
+      ->check(CLI::IsMember({"mac", "checksum"}));
+  app.add_option("--peer-timeout", o.peerTimeoutMs, "Peer request deadline in ms (default 2000)")
+      ->check(CLI::Range(10, 600000));
   app.add_flag("--allow-other", o.allowOther, "Let other users read the mount");
   app.add_flag("--nonempty", o.nonempty, "Allow mounting over a non-empty directory");
   app.set_version_flag("-V,--version", "epochfs 0.1.0");
@@ -262,6 +277,20 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
     if (!o.cacheDir.empty()) o.cacheDir = canonicalDir(o.cacheDir, "cache dir");
   } catch (const std::exception& e) {
     return Status::invalidArgument(e.what());
+  }
+  o.peerMac = peerIntegrity == "mac";
+  if (int(!o.clusterPeers.empty()) + int(!o.clusterHostfile.empty()) + int(o.clusterSlurm) > 1) {
+    return Status::invalidArgument("give only one of --peers, --hostfile, --slurm");
+  }
+  if (o.clustered() && o.secretFile.empty()) {
+    return Status::invalidArgument("a cluster needs --secret-file (a 0600 file shared by the job)");
+  }
+  if (!o.clustered() && (!o.clusterListen.empty() || !o.secretFile.empty())) {
+    return Status::invalidArgument("--listen/--secret-file need --peers, --hostfile or --slurm");
+  }
+  // The daemon changes directory when it detaches: keep paths absolute.
+  for (std::string* p : {&o.clusterHostfile, &o.secretFile}) {
+    if (!p->empty()) *p = std::filesystem::absolute(*p).string();
   }
   if (o.mountpoint == o.source) {
     return Status::invalidArgument("mountpoint and source are the same directory");

@@ -43,6 +43,18 @@ struct MountOptions {
   // Zero-change mode: --order torch-distributed:seed=S,world=W,ranks=R1+R2[,drop_last=1]
   bool torchOrder = false;
   prefetch::TorchOrderSpec torchOrderSpec;
+  // Cluster (docs/CLUSTER.md): standalone unless one of peers/hostfile/slurm.
+  std::string clusterPeers;     // --peers host:port,... (every member, same order everywhere)
+  std::string clusterHostfile;  // --hostfile FILE (absolute)
+  bool clusterSlurm = false;    // --slurm
+  std::string clusterListen;    // --listen ADDR:PORT
+  int clusterNodeId = -1;       // --node-id N
+  uint16_t clusterPort = 7711;  // --cluster-port: entries without a port, --slurm
+  unsigned replicas = 1;        // --replicas K
+  std::string secretFile;       // --secret-file (absolute; 0600)
+  bool peerMac = true;          // --peer-integrity=mac|checksum
+  unsigned peerTimeoutMs = 2000;  // --peer-timeout
+  bool clustered() const { return !clusterPeers.empty() || !clusterHostfile.empty() || clusterSlurm; }
   // The command line, for `epochctl status`.
   std::vector<std::string> given;
 };

@@ -5,8 +5,11 @@ namespace epochfs::prefetch {
 AccessPlan::AccessPlan(int64_t epoch, int rank, uint64_t start, std::vector<PlanEntry> entries)
     : epoch_(epoch), rank_(rank), start_(start), entries_(std::move(entries)) {
   positions_.reserve(entries_.size());
+  cumBytes_.reserve(entries_.size() + 1);
+  cumBytes_.push_back(0);
   for (size_t i = 0; i < entries_.size(); ++i) {
     totalBytes_ += entries_[i].length;
+    cumBytes_.push_back(totalBytes_);
     positions_[entries_[i].identity.fileId].push_back(static_cast<uint32_t>(i));
   }
 }

@@ -33,6 +33,9 @@ class AccessPlan {
   const PlanEntry& at(size_t pos) const { return entries_[pos]; }
   uint64_t totalBytes() const { return totalBytes_; }
 
+  // Bytes of the entries in [from, to).
+  uint64_t bytesBetween(size_t from, size_t to) const { return cumBytes_[to] - cumBytes_[from]; }
+
   // Positions at which file `fileId` is read, ascending (empty if never).
   const std::vector<uint32_t>* positionsOf(uint64_t fileId) const;
 
@@ -42,6 +45,7 @@ class AccessPlan {
   uint64_t start_;
   std::vector<PlanEntry> entries_;
   uint64_t totalBytes_ = 0;
+  std::vector<uint64_t> cumBytes_;  // cumBytes_[i]: bytes of entries [0, i)
   std::unordered_map<uint64_t, std::vector<uint32_t>> positions_;
 };
 

@@ -186,6 +186,10 @@ void Prefetcher::schedule(Stream& s, const std::shared_ptr<Stream>& ref) {
     }
     const uint64_t inflight = inflightBytes_.load();
     if (inflight > 0 && inflight + e.length > options_.memoryBytes) break;  // budget full
+    if (options_.maxLeadBytes > 0 && s.issued > base &&
+        s.plan->bytesBetween(base, s.issued + 1) > options_.maxLeadBytes) {
+      break;  // far enough ahead
+    }
     inflightBytes_.fetch_add(e.length);
     Task t;
     t.stream = ref;

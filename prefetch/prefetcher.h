@@ -37,6 +37,11 @@ struct PrefetchOptions {
   unsigned workers = 32;           // outstanding source reads
   uint32_t windowFiles = 512;      // entries ahead of the reader
   uint64_t memoryBytes = 256 << 20;  // prefetch bytes in flight
+  // Bytes prefetched ahead of a stream's position (0: no limit). Prefetched,
+  // unread data occupies the RAM tier; with the dataset larger than the cache
+  // every byte of lead displaces a byte that would have been a hit, so the
+  // daemon sets this to a small fraction of the RAM tier.
+  uint64_t maxLeadBytes = 0;
   double expirySeconds = 60;
   uint64_t deviationReads = 2000;
 };

@@ -78,7 +78,9 @@ std::string formatStats(const json& s) {
   std::snprintf(line, sizeof line, "%-8s %12s %12s %8s %12s %10s\n", "tier", "chunks", "bytes",
                 "share", "used", "evictions");
   o << line;
-  for (auto& [name, t] : s["tiers"].items()) {
+  for (const std::string name : {"ram", "disk", "source"}) {
+    if (!s["tiers"].contains(name)) continue;
+    const json& t = s["tiers"][name];
     const bool src = name == "source";
     const uint64_t bytes = t.value(src ? "bytes" : "hit_bytes", uint64_t{0});
     const uint64_t chunks = t.value(src ? "chunks" : "hit_chunks", uint64_t{0});

@@ -58,6 +58,37 @@ std::vector<uint64_t> parseSizes(const std::string& list) {
 
 }  // namespace
 
+// `epochctl peers`: one line per cluster member.
+static std::string formatPeers(const json& r) {
+  if (!r.value("clustered", false)) return "not clustered: this mount has no peers\n";
+  auto mib = [](const json& p, const char* k) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f", static_cast<double>(p.value(k, uint64_t{0})) / 1048576.0);
+    return std::string(b);
+  };
+  std::string out = "node " + std::to_string(r.value("self", 0)) + " of " +
+                    std::to_string(r.value("members", 0)) + ", replicas " +
+                    std::to_string(r.value("replicas", 1)) + ", integrity " +
+                    r.value("integrity", std::string("?")) + ", deadline " +
+                    std::to_string(r.value("deadline_ms", 0)) + " ms\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "%-4s %-24s %-10s %12s %12s %8s %8s %s\n", "ID", "ADDRESS",
+                "STATE", "FETCHED_MiB", "SERVED_MiB", "ERRORS", "TIMEOUTS", "LAST ERROR");
+  out += line;
+  for (const auto& p : r.value("peers", json::array())) {
+    const uint64_t errors = p.value("fetch_errors", uint64_t{0}) + p.value("serve_errors", uint64_t{0}) +
+                            p.value("auth_failures", uint64_t{0});
+    std::snprintf(line, sizeof line, "%-4u %-24s %-10s %12s %12s %8llu %8llu %s\n",
+                  p.value("id", 0u), p.value("address", std::string()).c_str(),
+                  p.value("state", std::string()).c_str(), mib(p, "bytes_fetched").c_str(),
+                  mib(p, "bytes_served").c_str(), static_cast<unsigned long long>(errors),
+                  static_cast<unsigned long long>(p.value("timeouts", uint64_t{0})),
+                  p.value("last_error", std::string()).c_str());
+    out += line;
+  }
+  return out;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"epochctl: inspect and steer an epochfs mount (docs/ADMIN.md)", "epochctl"};
   app.require_subcommand(1);
@@ -182,7 +213,7 @@ int main(int argc, char** argv) {
       if (cmd == "status") text = ctl::formatStatus(reply);
       if (cmd == "stats") text = ctl::formatStats(reply);
       if (cmd == "metrics") text = reply.value("text", "");
-      if (cmd == "peers") text = "not clustered: this mount has no peers\n";
+      if (cmd == "peers") text = formatPeers(reply);
     }
     reply.erase("ok");
     if (asJson) {

@@ -63,6 +63,7 @@ std::vector<MrcModel::Entry> readOrderFile(const std::string& file, const std::s
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
+    if (line.size() > 8192) throw CtlError(file + ": entry " + std::to_string(n) + " is too long");
     PathList one(mount);
     one.add(line);
     std::string path = one.paths()[0];

@@ -1,0 +1,86 @@
+// Cluster: this node's view of the job's daemons, seen from the cache as a
+// cache::PeerSource. Joins the members over UCX (listener + one outbound
+// endpoint per peer, mutual HMAC authentication before any data), places
+// files by rendezvous hashing over the live members, fetches chunks of files
+// other nodes own and serves this node's chunks to them. Only epochfs types
+// cross this header: UCX and OpenSSL stay in transport/.
+//
+// Failure model: a peer that errors, refuses authentication or misses a
+// request's deadline is taken out of placement (its files get new owners)
+// and probed in the background; it rejoins when it answers. fetch() never
+// blocks past the deadline; its errors make ChunkCache read the source.
+//
+// Thread-safety: every public method may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/chunk.h"
+#include "cache/peer_source.h"
+#include "cache/status.h"
+
+namespace epochfs::transport {
+
+// One member of the job: node id = its position in the member list, the same
+// on every node.
+struct Member {
+  uint32_t id = 0;
+  std::string host;
+  uint16_t port = 0;
+  std::string address() const { return host + ":" + std::to_string(port); }
+};
+
+struct ClusterConfig {
+  std::vector<Member> members;  // every node, this one included, same order everywhere
+  uint32_t selfId = 0;
+  std::string listenHost = "0.0.0.0";
+  uint16_t listenPort = 0;      // 0: any free port (tests)
+  unsigned replicas = 1;        // owners per file
+  std::chrono::milliseconds deadline{2000};  // per peer request
+  std::string secret;           // the job's shared secret (required)
+  bool macPayloads = true;      // false: --peer-integrity=checksum (XXH3 only)
+  uint64_t capacityBytes = 0;   // this node's cache size, the placement weight
+  unsigned serveThreads = 4;    // threads answering peers (they may read the source)
+  unsigned maxInFlightPerPeer = 64;
+  unsigned maxQueuedServes = 1024;
+};
+
+// What `epochctl peers` shows of one member.
+struct PeerInfo {
+  uint32_t id = 0;
+  std::string address;
+  std::string state;  // self, connecting, up, suspect, down, refused
+  bool live = false;  // counted in placement
+  uint64_t capacityBytes = 0;
+  uint64_t fetches = 0, bytesFetched = 0, fetchErrors = 0, timeouts = 0;
+  uint64_t served = 0, bytesServed = 0, serveErrors = 0;
+  uint64_t authFailures = 0, connects = 0;
+  std::string lastError;
+};
+
+// Answers a peer's request for chunk `index` of the file at version `id`
+// (file id + identity): the daemon maps the id to a path of its snapshot and
+// calls ChunkCache::getForPeer. Called on the serve threads.
+using ServeFn =
+    std::function<cache::Result<cache::ChunkRef>(const cache::FileIdentity& id, uint32_t index)>;
+
+class Cluster : public cache::PeerSource {
+ public:
+  // Starts the UCX worker, its progress thread and the listener, and begins
+  // connecting to the other members (in the background).
+  static cache::Result<std::unique_ptr<Cluster>> start(const ClusterConfig& config, ServeFn serve);
+
+  ~Cluster() override = default;
+  virtual std::vector<PeerInfo> peers() const = 0;
+  // The owners of a file among the live members, best first.
+  virtual std::vector<uint32_t> owners(uint64_t fileId) const = 0;
+  virtual uint16_t listenPort() const = 0;
+  virtual const ClusterConfig& config() const = 0;
+};
+
+}  // namespace epochfs::transport

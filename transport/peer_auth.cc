@@ -1,0 +1,126 @@
+#include "transport/peer_auth.h"
+
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+namespace epochfs::transport {
+
+using cache::Result;
+using cache::Status;
+
+Result<std::string> loadSecretFile(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return Status::fromErrno(errno, "cannot open secret file " + path);
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return Status::invalidArgument("secret file " + path + " is not a regular file");
+  }
+  if ((st.st_mode & 077) != 0) {
+    close(fd);
+    return Status::permissionDenied("secret file " + path +
+                                    " is readable by group or others (chmod 600 it)");
+  }
+  std::string secret;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) secret.append(buf, static_cast<size_t>(n));
+  close(fd);
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  if (secret.size() < 16) {
+    return Status::invalidArgument("secret file " + path + " holds fewer than 16 bytes");
+  }
+  return secret;
+}
+
+Nonce randomNonce() {
+  Nonce n;
+  if (RAND_bytes(n.data(), static_cast<int>(n.size())) != 1) {
+    throw std::runtime_error("RAND_bytes failed");
+  }
+  return n;
+}
+
+namespace {
+
+Digest hmac(const std::string& key, const std::vector<uint8_t>& msg) {
+  Digest out{};
+  unsigned len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), msg.data(), msg.size(), out.data(),
+       &len);
+  return out;
+}
+
+void append(std::vector<uint8_t>& v, const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  v.insert(v.end(), b, b + n);
+}
+
+}  // namespace
+
+Digest handshakeProof(const std::string& secret, char role, const Nonce& clientNonce,
+                      const Nonce& serverNonce, uint32_t clientNode, uint32_t serverNode) {
+  std::vector<uint8_t> msg;
+  append(msg, "epochfs-proof", 13);
+  append(msg, &role, 1);
+  append(msg, clientNonce.data(), clientNonce.size());
+  append(msg, serverNonce.data(), serverNonce.size());
+  append(msg, &clientNode, sizeof clientNode);
+  append(msg, &serverNode, sizeof serverNode);
+  return hmac(secret, msg);
+}
+
+Digest sessionKey(const std::string& secret, const Nonce& clientNonce, const Nonce& serverNonce) {
+  std::vector<uint8_t> msg;
+  append(msg, "epochfs-session", 15);
+  append(msg, clientNonce.data(), clientNonce.size());
+  append(msg, serverNonce.data(), serverNonce.size());
+  return hmac(secret, msg);
+}
+
+bool equalDigests(const uint8_t* a, const uint8_t* b, size_t n) {
+  return CRYPTO_memcmp(a, b, n) == 0;
+}
+
+Tag PayloadMac::sign(uint32_t direction, uint64_t counter, const void* header, size_t headerLen,
+                     const void* data, size_t dataLen) const {
+  thread_local EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  uint8_t iv[12];
+  std::memcpy(iv, &direction, 4);
+  std::memcpy(iv + 4, &counter, 8);
+  Tag tag{};
+  int outl = 0;
+  uint8_t none[16];
+  bool ok = EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key_.data(), iv) == 1 &&
+            (headerLen == 0 ||
+             EVP_EncryptUpdate(ctx, nullptr, &outl, static_cast<const uint8_t*>(header),
+                               static_cast<int>(headerLen)) == 1);
+  // Large payloads in pieces: EVP lengths are int.
+  const auto* d = static_cast<const uint8_t*>(data);
+  for (size_t off = 0; ok && off < dataLen; off += (1u << 30)) {
+    const size_t n = std::min<size_t>(dataLen - off, 1u << 30);
+    ok = EVP_EncryptUpdate(ctx, nullptr, &outl, d + off, static_cast<int>(n)) == 1;
+  }
+  ok = ok && EVP_EncryptFinal_ex(ctx, none, &outl) == 1 &&
+       EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, static_cast<int>(tag.size()), tag.data()) == 1;
+  if (!ok) throw std::runtime_error("AES-GMAC failed");
+  return tag;
+}
+
+bool PayloadMac::verify(const Tag& tag, uint32_t direction, uint64_t counter, const void* header,
+                        size_t headerLen, const void* data, size_t dataLen) const {
+  const Tag want = sign(direction, counter, header, headerLen, data, dataLen);
+  return equalDigests(tag.data(), want.data(), tag.size());
+}
+
+}  // namespace epochfs::transport

@@ -1,0 +1,208 @@
+// UcxCluster: Cluster over UCX. Internal to transport/ (includes ucp.h).
+//
+// Threads and ownership:
+// - One progress thread owns the UCX worker (UCS_THREAD_MODE_SINGLE), every
+//   endpoint, the listener, the handshake state and the table of requests in
+//   flight. It sleeps in epoll on the worker's event fd and an eventfd of its
+//   own (ucp_worker_arm first), never busy-polls.
+// - Callers of fetch() (FUSE and prefetch threads) hand it a Pending through
+//   the op queue (opMu_), wake it by the eventfd and wait on the Pending's
+//   condition variable until the reply, an error or the deadline. They verify
+//   the reply's MAC and checksum themselves, off the progress thread.
+// - Serve threads answer peers: ServeFn (may read the source), sign, and hand
+//   the reply to the progress thread. Their queue is bounded (serveMu_).
+// - Placement reads the live view under liveMu_ (shared).
+// Lock order: none nests except Pending::mu inside nothing; opMu_, serveMu_,
+// liveMu_, infoMu_ are leaf locks.
+#pragma once
+
+#include <sys/socket.h>
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "transport/cluster.h"
+#include "transport/peer_auth.h"
+#include "transport/placement.h"
+#include "transport/wire_format.h"
+
+namespace epochfs::transport {
+
+class UcxCluster final : public Cluster {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  UcxCluster(const ClusterConfig& config, ServeFn serve);
+  ~UcxCluster() override;
+  cache::Status init();
+
+  bool ownedElsewhere(uint64_t fileId) const override;
+  cache::Result<cache::ChunkRef> fetch(const std::string& relPath, const cache::FileIdentity& id,
+                                       const cache::ChunkKey& key) override;
+  std::vector<PeerInfo> peers() const override;
+  std::vector<uint32_t> owners(uint64_t fileId) const override;
+  uint16_t listenPort() const override { return port_.load(); }
+  const ClusterConfig& config() const override { return cfg_; }
+
+ private:
+  enum class State : int { kSelf, kDown, kConnecting, kUp, kSuspect, kRefused };
+
+  struct Peer {
+    Member member;
+    sockaddr_storage addr{};
+    socklen_t addrLen = 0;
+    // Progress thread only.
+    ucp_ep_h ep = nullptr;
+    Nonce clientNonce{};
+    PayloadMac mac;
+    unsigned inFlight = 0;
+    unsigned backoffMs = 250;
+    Clock::time_point retryAt{};
+    Clock::time_point connectStarted{};
+    Clock::time_point nextPing{};
+    uint64_t pingSeq = 0;
+    // Shared.
+    std::atomic<int> state{static_cast<int>(State::kDown)};
+    std::atomic<uint64_t> capacity{0};
+    std::atomic<uint64_t> fetches{0}, bytesFetched{0}, fetchErrors{0}, timeouts{0};
+    std::atomic<uint64_t> served{0}, bytesServed{0}, serveErrors{0};
+    std::atomic<uint64_t> authFailures{0}, connects{0};
+    std::string lastError;  // guarded by infoMu_
+  };
+
+  struct Inbound {
+    ucp_ep_h ep = nullptr;
+    uint64_t connId = 0;
+    bool challenged = false;
+    bool authed = false;
+    uint32_t remote = 0;
+    Nonce clientNonce{}, serverNonce{};
+    PayloadMac mac;
+    uint64_t lastCounter = 0;
+  };
+
+  struct Pending {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    cache::Status status;
+    wire::Reply reply;
+    std::vector<char> data;
+    PayloadMac mac;  // the session's, copied when sent
+    // Set by the caller before queueing.
+    uint32_t peer = 0;
+    cache::ChunkKey key;
+    cache::FileIdentity id;
+    Clock::time_point deadline;
+    uint64_t reqId = 0;  // progress thread
+  };
+
+  struct ServeTask {
+    uint64_t connId = 0;
+    uint32_t remote = 0;
+    wire::Request req;
+    Clock::time_point arrived;
+    PayloadMac mac;
+  };
+
+  struct Op {
+    std::shared_ptr<Pending> fetch;  // a request to send, or
+    uint64_t connId = 0;             // a reply to send on an inbound connection
+    wire::Reply reply;
+    cache::ChunkRef chunk;
+  };
+
+  struct AmArg {
+    UcxCluster* self;
+    uint16_t id;
+  };
+
+  // Progress thread.
+  void progressMain(std::promise<cache::Status>* ready);
+  cache::Status setUpWorker();
+  void tearDownWorker();
+  void drainOps();
+  void handleTimers(Clock::time_point now);
+  int nextTimeoutMs(Clock::time_point now) const;
+  void connect(Peer& p);
+  void closeEp(ucp_ep_h ep);
+  void peerFailed(Peer& p, State next, const std::string& why);
+  void setState(Peer& p, State s);
+  void recomputeLive();
+  void complete(const std::shared_ptr<Pending>& p, cache::Status s);
+  void sendRequest(const std::shared_ptr<Pending>& p);
+  void sendReply(Op& op);
+  bool sendAm(ucp_ep_h ep, uint16_t id, const void* header, size_t headerLen,
+              cache::ChunkRef chunk);
+  Peer* peerByEp(ucp_ep_h ep);
+  Inbound* inboundByEp(ucp_ep_h ep);
+  void dropInbound(ucp_ep_h ep, const std::string& why);
+  ucs_status_t onAm(uint16_t id, const void* header, size_t headerLen, void* data, size_t len,
+                    const ucp_am_recv_param_t* param);
+  void onHello(ucp_ep_h ep, const wire::Hello& h);
+  void onChallenge(ucp_ep_h ep, const wire::Hello& h);
+  void onProof(ucp_ep_h ep, const wire::Proof& m);
+  void onWelcome(ucp_ep_h ep, const wire::Welcome& m);
+  void onRequest(ucp_ep_h ep, const wire::Request& r);
+  ucs_status_t onReply(ucp_ep_h ep, const wire::Reply& r, void* data, size_t len,
+                       const ucp_am_recv_param_t* param);
+
+  static void onConnRequest(ucp_conn_request_h req, void* arg);
+  static void onEpError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  static ucs_status_t amTrampoline(void* arg, const void* header, size_t headerLen, void* data,
+                                   size_t len, const ucp_am_recv_param_t* param);
+  static void onSendDone(void* request, ucs_status_t status, void* user);
+  static void onRecvDone(void* request, ucs_status_t status, size_t length, void* user);
+
+  // Callers and serve threads.
+  void post(Op op);
+  cache::Result<cache::ChunkRef> fetchFrom(uint32_t node, const cache::FileIdentity& id,
+                                           const cache::ChunkKey& key, Clock::time_point deadline);
+  void serveMain();
+  void setLastError(Peer& p, const std::string& why);
+
+  const ClusterConfig cfg_;
+  const ServeFn serve_;
+  const wire::Integrity integrity_;
+  std::vector<std::unique_ptr<Peer>> peers_;  // indexed by node id; [selfId] is this node
+  std::atomic<uint16_t> port_{0};
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> macCounter_{1};  // GMAC IVs of everything this node signs
+
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  ucp_listener_h listener_ = nullptr;
+  int workerFd_ = -1, wakeFd_ = -1, epollFd_ = -1;
+  std::array<AmArg, wire::kLastAm - wire::kFirstAm + 1> amArgs_{};
+  std::unordered_map<ucp_ep_h, Inbound> inbound_;
+  std::unordered_map<uint64_t, ucp_ep_h> inboundById_;
+  uint64_t nextConnId_ = 1;
+  uint64_t nextReqId_ = 1;
+  std::unordered_map<uint64_t, std::shared_ptr<Pending>> pending_;
+  std::vector<ucp_ep_h> errored_;
+  std::vector<void*> closing_;
+  std::thread progress_;
+
+  std::mutex opMu_;
+  std::deque<Op> ops_;
+
+  std::mutex serveMu_;
+  std::condition_variable serveCv_;
+  std::deque<ServeTask> serveQueue_;
+  std::vector<std::thread> servers_;
+
+  mutable std::shared_mutex liveMu_;
+  std::vector<Candidate> live_;
+
+  mutable std::mutex infoMu_;
+};
+
+}  // namespace epochfs::transport

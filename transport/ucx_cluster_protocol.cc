@@ -1,0 +1,435 @@
+// UcxCluster: the active-message protocol (wire_format.h) — handshake,
+// requests and replies — plus the callers' fetch() and the serve threads.
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "cache/checksum.h"
+#include "transport/ucx_cluster.h"
+
+namespace epochfs::transport {
+
+using cache::Result;
+using cache::Status;
+
+namespace {
+
+struct SendCtx {
+  std::vector<uint8_t> header;
+  cache::ChunkRef chunk;
+};
+
+struct RecvCtx {
+  UcxCluster* self;
+  std::shared_ptr<void> pending;  // keeps the buffer alive past a timeout
+  std::function<void(ucs_status_t)> done;
+};
+
+template <typename T>
+bool readHeader(const void* header, size_t len, T* out) {
+  if (len != sizeof(T)) return false;
+  std::memcpy(out, header, sizeof(T));
+  return true;
+}
+
+}  // namespace
+
+// ---- sending ------------------------------------------------------------------
+
+bool UcxCluster::sendAm(ucp_ep_h ep, uint16_t id, const void* header, size_t headerLen,
+                        cache::ChunkRef chunk) {
+  auto* ctx = new SendCtx;
+  ctx->header.assign(static_cast<const uint8_t*>(header),
+                     static_cast<const uint8_t*>(header) + headerLen);
+  ctx->chunk = std::move(chunk);
+  ucp_request_param_t rp{};
+  rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                    UCP_OP_ATTR_FIELD_FLAGS;
+  rp.flags = UCP_AM_SEND_FLAG_REPLY;
+  rp.cb.send = &UcxCluster::onSendDone;
+  rp.user_data = ctx;
+  const void* data = ctx->chunk ? ctx->chunk->data.data() : nullptr;
+  const size_t len = ctx->chunk ? ctx->chunk->data.size() : 0;
+  void* r = ucp_am_send_nbx(ep, id, ctx->header.data(), ctx->header.size(), data, len, &rp);
+  if (r == nullptr) {
+    delete ctx;
+    return true;
+  }
+  if (UCS_PTR_IS_ERR(r)) {
+    spdlog::debug("cluster: send failed: {}", ucs_status_string(UCS_PTR_STATUS(r)));
+    delete ctx;
+    return false;
+  }
+  return true;
+}
+
+void UcxCluster::onSendDone(void* request, ucs_status_t status, void* user) {
+  delete static_cast<SendCtx*>(user);
+  ucp_request_free(request);
+}
+
+void UcxCluster::sendRequest(const std::shared_ptr<Pending>& p) {
+  Peer& peer = *peers_[p->peer];
+  if (peer.state.load() != static_cast<int>(State::kUp) || peer.ep == nullptr) {
+    return complete(p, Status::unavailable("peer " + peer.member.address() + " is not up"));
+  }
+  if (peer.inFlight >= cfg_.maxInFlightPerPeer) {
+    return complete(p, Status::unavailable("too many requests in flight to " + peer.member.address()));
+  }
+  const auto now = Clock::now();
+  if (p->deadline <= now) return complete(p, Status::timedOut("deadline passed before sending"));
+  wire::Request r;
+  r.reqId = p->reqId = nextReqId_++;
+  r.fileId = p->id.fileId;
+  r.size = p->id.size;
+  r.mtimeNs = p->id.mtimeNs;
+  r.ctimeNs = p->id.ctimeNs;
+  r.inode = p->id.inode;
+  r.chunkIndex = p->key.chunkIndex;
+  r.deadlineMs = static_cast<uint32_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(p->deadline - now).count());
+  r.counter = macCounter_.fetch_add(1);
+  if (integrity_ == wire::Integrity::kMac) {
+    r.tag = peer.mac.sign(wire::kToServer, r.counter, &r, sizeof r, nullptr, 0);
+  }
+  p->mac = peer.mac;
+  pending_[r.reqId] = p;
+  ++peer.inFlight;
+  if (!sendAm(peer.ep, wire::kRequest, &r, sizeof r, nullptr)) {
+    complete(p, Status::unavailable("cannot send to " + peer.member.address()));
+  }
+}
+
+void UcxCluster::sendReply(Op& op) {
+  auto it = inboundById_.find(op.connId);
+  if (it == inboundById_.end()) return;  // the asker went away
+  sendAm(it->second, wire::kReply, &op.reply, sizeof op.reply, std::move(op.chunk));
+}
+
+// ---- receiving --------------------------------------------------------------------
+
+ucs_status_t UcxCluster::amTrampoline(void* arg, const void* header, size_t headerLen, void* data,
+                                      size_t len, const ucp_am_recv_param_t* param) {
+  auto* a = static_cast<AmArg*>(arg);
+  return a->self->onAm(a->id, header, headerLen, data, len, param);
+}
+
+ucs_status_t UcxCluster::onAm(uint16_t id, const void* header, size_t headerLen, void* data,
+                              size_t len, const ucp_am_recv_param_t* param) {
+  ucp_ep_h ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : nullptr;
+  if (id == wire::kReply) {
+    wire::Reply r;
+    if (ep != nullptr && readHeader(header, headerLen, &r)) return onReply(ep, r, data, len, param);
+  } else if (ep != nullptr) {
+    wire::Hello h;
+    wire::Proof pr;
+    wire::Welcome w;
+    wire::Request rq;
+    wire::Ping ping;
+    if (id == wire::kHello && readHeader(header, headerLen, &h)) onHello(ep, h);
+    if (id == wire::kChallenge && readHeader(header, headerLen, &h)) onChallenge(ep, h);
+    if (id == wire::kProof && readHeader(header, headerLen, &pr)) onProof(ep, pr);
+    if (id == wire::kWelcome && readHeader(header, headerLen, &w)) onWelcome(ep, w);
+    if (id == wire::kRequest && readHeader(header, headerLen, &rq)) onRequest(ep, rq);
+    if (id == wire::kPing && readHeader(header, headerLen, &ping)) {
+      if (Inbound* in = inboundByEp(ep); in != nullptr && in->authed) {
+        sendAm(ep, wire::kPong, &ping, sizeof ping, nullptr);
+      }
+    }
+    if (id == wire::kPong && readHeader(header, headerLen, &ping)) {
+      if (Peer* p = peerByEp(ep); p != nullptr && p->state.load() == static_cast<int>(State::kSuspect)) {
+        spdlog::info("cluster: peer {} ({}) answers again", p->member.id, p->member.address());
+        setState(*p, State::kUp);
+      }
+    }
+  }
+  if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ucp_am_data_release(worker_, data);
+  return UCS_OK;
+}
+
+void UcxCluster::onHello(ucp_ep_h ep, const wire::Hello& h) {
+  Inbound* in = inboundByEp(ep);
+  if (in == nullptr || in->challenged) return;
+  if (h.magic != wire::kMagic || h.version != wire::kVersion) {
+    return dropInbound(ep, "not an epochfs peer (bad magic/version)");
+  }
+  if (h.memberCount != cfg_.members.size() || h.nodeId >= cfg_.members.size() ||
+      h.nodeId == cfg_.selfId) {
+    return dropInbound(ep, "node " + std::to_string(h.nodeId) + " of " +
+                               std::to_string(h.memberCount) + " is not a member of this job");
+  }
+  if (h.integrity != static_cast<uint8_t>(integrity_)) {
+    return dropInbound(ep, "--peer-integrity differs between the nodes");
+  }
+  in->challenged = true;
+  in->remote = h.nodeId;
+  in->clientNonce = h.nonce;
+  in->serverNonce = randomNonce();
+  wire::Hello c;
+  c.integrity = static_cast<uint8_t>(integrity_);
+  c.nodeId = cfg_.selfId;
+  c.memberCount = static_cast<uint32_t>(cfg_.members.size());
+  c.capacity = cfg_.capacityBytes;
+  c.nonce = in->serverNonce;
+  c.proof = handshakeProof(cfg_.secret, 'S', in->clientNonce, in->serverNonce, in->remote, cfg_.selfId);
+  sendAm(ep, wire::kChallenge, &c, sizeof c, nullptr);
+}
+
+void UcxCluster::onChallenge(ucp_ep_h ep, const wire::Hello& h) {
+  Peer* p = peerByEp(ep);
+  if (p == nullptr || p->state.load() != static_cast<int>(State::kConnecting)) return;
+  const Digest want =
+      handshakeProof(cfg_.secret, 'S', p->clientNonce, h.nonce, cfg_.selfId, p->member.id);
+  if (h.magic != wire::kMagic || h.nodeId != p->member.id ||
+      !equalDigests(h.proof.data(), want.data(), want.size())) {
+    p->authFailures.fetch_add(1);
+    spdlog::error("cluster: peer {} ({}) failed authentication (another job's secret?); refused",
+                  p->member.id, p->member.address());
+    return peerFailed(*p, State::kRefused, "failed authentication");
+  }
+  wire::Proof pr;
+  pr.proof = handshakeProof(cfg_.secret, 'C', p->clientNonce, h.nonce, cfg_.selfId, p->member.id);
+  p->mac = PayloadMac(sessionKey(cfg_.secret, p->clientNonce, h.nonce));
+  p->capacity = h.capacity;
+  if (!sendAm(ep, wire::kProof, &pr, sizeof pr, nullptr)) peerFailed(*p, State::kDown, "send failed");
+}
+
+void UcxCluster::onProof(ucp_ep_h ep, const wire::Proof& m) {
+  Inbound* in = inboundByEp(ep);
+  if (in == nullptr || !in->challenged || in->authed) return;
+  const Digest want =
+      handshakeProof(cfg_.secret, 'C', in->clientNonce, in->serverNonce, in->remote, cfg_.selfId);
+  if (!equalDigests(m.proof.data(), want.data(), want.size())) {
+    if (in->remote < peers_.size()) peers_[in->remote]->authFailures.fetch_add(1);
+    spdlog::error("cluster: refused a connection claiming node {}: bad proof (wrong secret?)",
+                  in->remote);
+    return dropInbound(ep, "");
+  }
+  in->authed = true;
+  in->mac = PayloadMac(sessionKey(cfg_.secret, in->clientNonce, in->serverNonce));
+  wire::Welcome w;
+  w.tag = in->mac.sign(wire::kWelcomeDir, 0, "welcome", 7, nullptr, 0);
+  sendAm(ep, wire::kWelcome, &w, sizeof w, nullptr);
+}
+
+void UcxCluster::onWelcome(ucp_ep_h ep, const wire::Welcome& m) {
+  Peer* p = peerByEp(ep);
+  if (p == nullptr || p->state.load() != static_cast<int>(State::kConnecting) || !p->mac.valid()) return;
+  if (!p->mac.verify(m.tag, wire::kWelcomeDir, 0, "welcome", 7, nullptr, 0)) {
+    p->authFailures.fetch_add(1);
+    spdlog::error("cluster: peer {} ({}) sent a forged welcome; refused", p->member.id,
+                  p->member.address());
+    return peerFailed(*p, State::kRefused, "forged welcome");
+  }
+  p->backoffMs = 250;
+  p->connects.fetch_add(1);
+  setLastError(*p, "");
+  setState(*p, State::kUp);
+}
+
+void UcxCluster::onRequest(ucp_ep_h ep, const wire::Request& r) {
+  Inbound* in = inboundByEp(ep);
+  if (in == nullptr) return;
+  if (!in->authed) return dropInbound(ep, "request before authentication");
+  if (r.counter <= in->lastCounter) return dropInbound(ep, "replayed request");
+  if (integrity_ == wire::Integrity::kMac) {
+    wire::Request plain = r;
+    plain.tag = Tag{};
+    if (!in->mac.verify(r.tag, wire::kToServer, r.counter, &plain, sizeof plain, nullptr, 0)) {
+      peers_[in->remote]->authFailures.fetch_add(1);
+      return dropInbound(ep, "request with a bad MAC (forged?)");
+    }
+  }
+  in->lastCounter = r.counter;
+  ServeTask t{in->connId, in->remote, r, Clock::now(), in->mac};
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> lock(serveMu_);
+    if (serveQueue_.size() < cfg_.maxQueuedServes) {
+      serveQueue_.push_back(t);
+      queued = true;
+    }
+  }
+  if (queued) {
+    serveCv_.notify_one();
+    return;
+  }
+  Op op;
+  op.connId = in->connId;
+  op.reply.reqId = r.reqId;
+  op.reply.code = static_cast<uint32_t>(Status::Code::kUnavailable);
+  op.reply.counter = macCounter_.fetch_add(1);
+  if (integrity_ == wire::Integrity::kMac) {
+    op.reply.tag = in->mac.sign(wire::kToClient, op.reply.counter, &op.reply, sizeof op.reply, nullptr, 0);
+  }
+  peers_[in->remote]->serveErrors.fetch_add(1);
+  sendReply(op);
+}
+
+ucs_status_t UcxCluster::onReply(ucp_ep_h ep, const wire::Reply& r, void* data, size_t len,
+                                 const ucp_am_recv_param_t* param) {
+  const bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+  auto it = pending_.find(r.reqId);
+  if (it == pending_.end() || peers_[it->second->peer]->ep != ep) {
+    if (rndv) ucp_am_data_release(worker_, data);  // late (timed out) or unknown
+    return UCS_OK;
+  }
+  std::shared_ptr<Pending> p = it->second;
+  p->reply = r;
+  if (r.code != 0 || r.length != len || len > (64u << 20)) {
+    if (rndv) ucp_am_data_release(worker_, data);
+    complete(p, r.code != 0 ? Status::unavailable("owner answered code " + std::to_string(r.code))
+                            : Status::corruption("reply length mismatch"));
+    return UCS_OK;
+  }
+  p->data.resize(len);
+  if (!rndv) {
+    if (len > 0) std::memcpy(p->data.data(), data, len);
+    complete(p, Status::ok());
+    return UCS_OK;
+  }
+  auto* ctx = new RecvCtx{this, p, nullptr};
+  ctx->done = [this, p](ucs_status_t st) {
+    complete(p, st == UCS_OK ? Status::ok()
+                             : Status::unavailable(std::string("receive: ") + ucs_status_string(st)));
+  };
+  ucp_request_param_t rp{};
+  rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  rp.cb.recv_am = &UcxCluster::onRecvDone;
+  rp.user_data = ctx;
+  void* req = ucp_am_recv_data_nbx(worker_, data, p->data.data(), len, &rp);
+  if (req == nullptr) {
+    ctx->done(UCS_OK);
+    delete ctx;
+  } else if (UCS_PTR_IS_ERR(req)) {
+    ctx->done(UCS_PTR_STATUS(req));
+    delete ctx;
+  }
+  return UCS_OK;
+}
+
+void UcxCluster::onRecvDone(void* request, ucs_status_t status, size_t length, void* user) {
+  auto* ctx = static_cast<RecvCtx*>(user);
+  ctx->done(status);
+  delete ctx;
+  ucp_request_free(request);
+}
+
+// ---- the asking side --------------------------------------------------------------
+
+Result<cache::ChunkRef> UcxCluster::fetch(const std::string& relPath, const cache::FileIdentity& id,
+                                          const cache::ChunkKey& key) {
+  const auto deadline = Clock::now() + cfg_.deadline;
+  Status last = Status::unavailable("no live owner for " + relPath);
+  for (uint32_t node : owners(id.fileId)) {
+    if (node == cfg_.selfId) continue;
+    auto r = fetchFrom(node, id, key, deadline);
+    if (r.isOk()) return r;
+    last = r.status();
+    if (Clock::now() >= deadline) break;
+  }
+  return last;
+}
+
+Result<cache::ChunkRef> UcxCluster::fetchFrom(uint32_t node, const cache::FileIdentity& id,
+                                              const cache::ChunkKey& key,
+                                              Clock::time_point deadline) {
+  Peer& peer = *peers_[node];
+  auto p = std::make_shared<Pending>();
+  p->peer = node;
+  p->key = key;
+  p->id = id;
+  p->deadline = deadline;
+  Op op;
+  op.fetch = p;
+  post(std::move(op));
+  {
+    std::unique_lock<std::mutex> lock(p->mu);
+    // The progress thread enforces the deadline; the margin is a backstop.
+    if (!p->cv.wait_until(lock, deadline + std::chrono::milliseconds(250), [&] { return p->done; })) {
+      peer.timeouts.fetch_add(1, std::memory_order_relaxed);
+      return Status::timedOut("peer " + peer.member.address() + " did not answer in time");
+    }
+  }
+  if (!p->status.isOk()) {
+    peer.fetchErrors.fetch_add(1, std::memory_order_relaxed);
+    return p->status;
+  }
+  const wire::Reply& r = p->reply;
+  if (integrity_ == wire::Integrity::kMac) {
+    wire::Reply plain = r;
+    plain.tag = Tag{};
+    if (!p->mac.verify(r.tag, wire::kToClient, r.counter, &plain, sizeof plain, p->data.data(),
+                       p->data.size())) {
+      peer.fetchErrors.fetch_add(1, std::memory_order_relaxed);
+      peer.authFailures.fetch_add(1, std::memory_order_relaxed);
+      spdlog::error("cluster: reply from {} failed its MAC (forged?); reading the source",
+                    peer.member.address());
+      return Status::corruption("reply MAC mismatch");
+    }
+  }
+  auto chunk = std::make_shared<cache::Chunk>();
+  chunk->key = key;
+  chunk->identity = id;
+  chunk->checksum = r.checksum;
+  chunk->data = std::move(p->data);
+  if (!chunk->verify()) {
+    peer.fetchErrors.fetch_add(1, std::memory_order_relaxed);
+    return Status::corruption("reply checksum mismatch from " + peer.member.address());
+  }
+  peer.fetches.fetch_add(1, std::memory_order_relaxed);
+  peer.bytesFetched.fetch_add(chunk->size(), std::memory_order_relaxed);
+  return cache::ChunkRef(std::move(chunk));
+}
+
+// ---- the serving side -------------------------------------------------------------
+
+void UcxCluster::serveMain() {
+  for (;;) {
+    ServeTask t;
+    {
+      std::unique_lock<std::mutex> lock(serveMu_);
+      serveCv_.wait(lock, [&] { return stop_.load() || !serveQueue_.empty(); });
+      if (stop_) return;
+      t = serveQueue_.front();
+      serveQueue_.pop_front();
+    }
+    Peer& asker = *peers_[t.remote];
+    Op op;
+    op.connId = t.connId;
+    op.reply.reqId = t.req.reqId;
+    if (Clock::now() - t.arrived > std::chrono::milliseconds(t.req.deadlineMs)) {
+      op.reply.code = static_cast<uint32_t>(Status::Code::kTimedOut);
+    } else {
+      cache::FileIdentity id{t.req.fileId, t.req.size, t.req.mtimeNs, t.req.ctimeNs, t.req.inode};
+      auto r = serve_(id, t.req.chunkIndex);
+      if (r.isOk()) {
+        op.chunk = std::move(r).value();
+        op.reply.checksum = op.chunk->checksum;
+        op.reply.length = op.chunk->size();
+      } else {
+        op.reply.code = static_cast<uint32_t>(r.status().code());
+      }
+    }
+    op.reply.counter = macCounter_.fetch_add(1);
+    if (op.reply.code != 0) {
+      asker.serveErrors.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      asker.served.fetch_add(1, std::memory_order_relaxed);
+      asker.bytesServed.fetch_add(op.reply.length, std::memory_order_relaxed);
+    }
+    if (integrity_ == wire::Integrity::kMac) {
+      // Signed here, off the progress thread, with the session key the
+      // progress thread copied into the task.
+      op.reply.tag = Tag{};
+      if (t.mac.valid()) {
+        op.reply.tag = t.mac.sign(wire::kToClient, op.reply.counter, &op.reply, sizeof op.reply,
+                                   op.chunk ? op.chunk->data.data() : nullptr,
+                                   op.chunk ? op.chunk->size() : 0);
+      }
+    }
+    post(std::move(op));
+  }
+}
+
+}  // namespace epochfs::transport

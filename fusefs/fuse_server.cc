@@ -127,6 +127,7 @@ cache::Status FuseServer::mount(const std::string& mountpoint) {
   for (auto& s : argvStore) argv.push_back(s.data());
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
   session_ = fuse_session_new(&args, &opsTable(), sizeof(fuse_lowlevel_ops), this);
+  fuse_opt_free_args(&args);  // fuse_session_new copied what it needs
   if (session_ == nullptr) return cache::Status::invalidArgument("cannot create the FUSE session");
   if (fuse_session_mount(session_, mountpoint.c_str()) != 0) {
     return cache::Status::ioError("cannot mount on " + mountpoint);

@@ -254,6 +254,31 @@ TEST_F(AdminCommandsTest, RefreshAppliesChangesAndRemovalsAndReportsAdditions) {
   EXPECT_EQ(ctlJson({"refresh", mnt_})["version"], 2);
 }
 
+TEST_F(AdminCommandsTest, NamesThatAreNotUtf8StayAddressable) {
+  mkdirs(src_ + "/d");
+  const std::string name = "d/caf\xe9-\xff.jpg";  // Latin-1, not UTF-8
+  writeFile(src_ + "/" + name, randomBytes(5000, 1));
+  writeFile(src_ + "/d/plain.jpg", randomBytes(7000, 2));
+  ASSERT_EQ(mount().exitCode, 0);
+  ProcResult w = runCtl({"warm", mnt_, name, "--json"});
+  ASSERT_EQ(w.exitCode, 0) << w.describe();
+  EXPECT_EQ(jsonOf(w)["files"], 1);
+  nlohmann::json ls = ctlJson({"ls", mnt_, "d"});
+  bool found = false;
+  for (const auto& c : ls["paths"][0]["children"]) {
+    if (c["path"].is_object()) {
+      found = true;
+      EXPECT_EQ(c["path"]["b64"], "ZC9jYWbpLf8uanBn");  // base64 of the raw bytes
+      EXPECT_EQ(c["cached_pct"], 100.0);
+    }
+  }
+  EXPECT_TRUE(found) << ls.dump();
+  EXPECT_EQ(ctlJson({"evict", mnt_, name})["chunks"], 1);
+  const std::string order = root_ + "/order";
+  std::ofstream(order) << name << "\nd/plain.jpg\n";
+  EXPECT_EQ(ctlJson({"order", mnt_, order})["entries"], 2);
+}
+
 TEST_F(AdminCommandsTest, MetricsPortServesLocalhostOnly) {
   makeDataset();
   ASSERT_EQ(mount({"--metrics-port", "0"}).exitCode, 0);

@@ -552,7 +552,9 @@ void MountTest::SetUp() {
   if (!why.empty()) GTEST_SKIP() << why;
   enableSubreaper();
   const char* tmp = getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/epochfs-itest-XXXXXX";
+  // The pid in the name lets tools/test tell a live run's mounts from stale ones.
+  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/epochfs-itest-" +
+                     std::to_string(getpid()) + "-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl.data()), nullptr) << strerror(errno);
   root_ = tmpl;
   src_ = root_ + "/src";

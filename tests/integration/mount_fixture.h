@@ -1,8 +1,8 @@
 // Shared helpers of the integration tests: they mount the real `epochfs`
 // binary (EPOCHFS_BIN_DIR) over a temp dir and always unmount.
 //
-// Every test gets ${TMPDIR:-/tmp}/epochfs-itest-XXXXXX/{src,mnt,cache}
-// (tools/test unmounts stale mounts under that prefix). The fixture makes the
+// Every test gets ${TMPDIR:-/tmp}/epochfs-itest-PID-XXXXXX/{src,mnt,cache}
+// (tools/test unmounts mounts under that prefix whose PID is gone). The fixture makes the
 // test process a child subreaper, so a daemon that daemonizes is re-parented
 // to the test: its exit status can be collected, and a daemon that lingers
 // after its unmount is reported (and killed) in TearDown.

@@ -79,8 +79,11 @@ TEST_F(RevalidateTest, GrownFileSeenAfterInterval) {
 }
 
 // Without --revalidate the mount-time snapshot wins: size and mtime stay the
-// snapshot's, and the bytes already cached keep being served. Observed with
-// the daemon of this tree: see the recorded property `observed`.
+// snapshot's, and the bytes already cached keep being served. Observed (first
+// daemon, with the file grown to twice its size and the page cache dropped):
+// stat shows the old size and mtime, read() returns the old bytes from the
+// RAM tier ("observed" property = "old bytes (from the cache)"). A chunk that
+// was never cached would come from the changed source, cut at the old size.
 TEST_F(RevalidateTest, DefaultKeepsTheSnapshot) {
   auto r = mount({"--ram-cache", "64M"});
   ASSERT_EQ(r.exitCode, 0) << r.describe();

@@ -103,7 +103,8 @@ def collate_list(batch):
 class ImageFolderOverEpochfs(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="epochfs-itest-py-")
+        # The pid lets tools/test tell a live run's mount from a stale one.
+        cls.tmp = tempfile.mkdtemp(prefix="epochfs-itest-py-%d-" % os.getpid())
         cls.src = os.path.join(cls.tmp, "src")
         cls.mnt = os.path.join(cls.tmp, "mnt")
         os.makedirs(cls.mnt)

@@ -1,10 +1,12 @@
 // PosixSource: the Source for any POSIX directory (local, NFS, Lustre, GPFS).
-// Each read opens the file relative to the root (openat, O_NOFOLLOW), checks
+// Each read opens the file relative to the root (openat, O_NOFOLLOW, O_DIRECT
+// where the filesystem allows it), checks
 // the open file's identity against the snapshot's, preads and closes: a file
 // replaced or changed since the snapshot yields kStale, never other bytes.
 // Thread-safe (no mutable state after construction).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -27,6 +29,7 @@ class PosixSource : public Source {
  private:
   explicit PosixSource(int rootFd) : rootFd_(rootFd) {}
   int rootFd_;
+  std::atomic<bool> directIo_{true};  // cleared when the filesystem refuses O_DIRECT
 };
 
 // The identity of an lstat/fstat result (fileId filled from relPath).

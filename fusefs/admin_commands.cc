@@ -118,7 +118,21 @@ void AdminCommands::registerOrder(AdminServer& server) {
   server.handle(admin::kCmdOrderAppend, [](const json& req, AdminSession& session) {
     auto* builder = std::any_cast<std::shared_ptr<PlanBuilder>>(&session.state);
     if (builder == nullptr) throw AdminError::invalid("order_append without order_begin");
-    cache::Status s = (*builder)->append(req.value("entries", json::array()));
+    const json entries = req.value("entries", json::array());
+    // Refuse over-long entries before they reach PlanBuilder (its range
+    // parsing runs a std::regex, whose recursion grows with the input).
+    for (size_t i = 0; entries.is_array() && i < entries.size(); ++i) {
+      const json& e = entries[i];
+      const json& p = e.is_object() ? e.value("path", json("")) : e;
+      if ((p.is_string() && p.get_ref<const std::string&>().size() > kMaxAdminPathBytes + 42) ||
+          (e.is_object() && e.contains("b64") && e["b64"].is_string() &&
+           e["b64"].get_ref<const std::string&>().size() > 2 * kMaxAdminPathBytes)) {
+        const std::string msg = "entry " + std::to_string((*builder)->size() + i) + ": path too long";
+        session.state.reset();  // destroys *builder
+        throw AdminError::invalid(msg);
+      }
+    }
+    cache::Status s = (*builder)->append(entries);
     if (!s.isOk()) {
       session.state.reset();
       throw AdminError::from(s);
@@ -205,7 +219,7 @@ json AdminCommands::status() const {
                                                                  : json(m_.options.adminGroup)},
                    {"command_line", m_.options.given}}},
       {"tiers", tiers},
-      {"members", nullptr},
+      {"members", m_.members ? m_.members() : json(nullptr)},
       {"plan", plan},
       {"admin", {{"socket", server_ != nullptr ? json(server_->path()) : json(nullptr)},
                  {"metrics_port", port >= 0 ? json(port) : json(nullptr)}}},

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -40,6 +41,9 @@ struct MountState {
   prefetch::Prefetcher& prefetcher;
   std::atomic<prefetch::TorchOrderFollower*>& follower;
   int sourceRootFd = -1;  // the source root, for refresh's re-snapshot
+  // Cluster members for `status` ({"self", "count", "live_peers"}); unset or
+  // returning null when not clustered.
+  std::function<nlohmann::json()> members;
 };
 
 class AdminCommands {

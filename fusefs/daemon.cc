@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <spdlog/spdlog.h>
+#include <xxhash.h>
 
 #include "cache/delayed_source.h"
 #include "cache/disk_tier.h"
@@ -184,6 +185,41 @@ Status Daemon::startCluster() {
   return Status::ok();
 }
 
+json Daemon::placementJson(uint64_t start, uint64_t count) const {
+  // The version names the live member set: ranks compare it to be sure they
+  // all built an epoch's assignment from the same map.
+  std::vector<uint32_t> live;
+  uint32_t self = 0;
+  if (cluster_) {
+    self = cluster_->config().selfId;
+    for (const auto& p : cluster_->peers()) {
+      if (p.live) live.push_back(p.id);
+    }
+  }
+  const uint64_t version = XXH3_64bits(live.data(), live.size() * sizeof(uint32_t));
+  json entries = json::array();
+  uint64_t index = 0, total = 0;
+  size_t replyBytes = 256;
+  bool full = false;
+  for (DatasetNamespace::Ino ino = 1; ino <= namespace_->nodeCount(); ++ino) {
+    if (!S_ISREG(namespace_->attr(ino).mode)) continue;
+    ++total;
+    if (index++ < start || full || entries.size() >= count) continue;
+    const auto owners = cluster_ ? cluster_->owners(namespace_->fileId(ino))
+                                 : std::vector<uint32_t>{self};
+    json e = json::array({encodeAdminPath(namespace_->path(ino)),
+                          owners.empty() ? -1 : static_cast<int64_t>(owners.front())});
+    replyBytes += e.dump().size() + 1;
+    if (replyBytes > admin::kMaxMessageBytes - 1024) {
+      full = true;  // the client pages on from start + entries.size()
+      continue;
+    }
+    entries.push_back(std::move(e));
+  }
+  return {{"version", version}, {"self", self}, {"total", total}, {"start", start},
+          {"entries", std::move(entries)}};
+}
+
 json Daemon::peersJson() const {
   if (!cluster_) return json{{"clustered", false}, {"members", nullptr}, {"peers", json::array()}};
   json peers = json::array();
@@ -268,7 +304,14 @@ Status Daemon::start() {
 
   MountState state{options_,        startedAt_,        snapshotSeconds_, *namespace_,
                    *ram_,           disk_.get(),       *cache_,          *prefetcher_,
-                   follower_,       source_->rootFd()};
+                   follower_,       source_->rootFd(), {}};
+  state.members = [this]() -> json {
+    if (!cluster_) return nullptr;
+    const json p = peersJson();
+    size_t live = 0;
+    for (const auto& peer : p["peers"]) live += peer.value("live", false) ? 1 : 0;
+    return {{"self", p["self"]}, {"count", p["members"]}, {"live_peers", live}};
+  };
   adminCommands_ = std::make_unique<AdminCommands>(state);
   adminCommands_->registerAll(admin_);
   // `epochctl peers` (replaces AdminCommands' standalone answer).
@@ -277,6 +320,13 @@ Status Daemon::start() {
                              const json&, AdminSession& session) {
     auth->requireReader(session);
     return peersJson();
+  });
+  // `placement`: which node owns each regular file (LocalityAwareSampler's map).
+  admin_.handle("placement", [this, auth = std::make_shared<AdminAuth>(*namespace_, geteuid(),
+                                                                        options_.adminGid)](
+                                 const json& req, AdminSession& session) {
+    auth->requireReader(session);
+    return placementJson(req.value("start", uint64_t{0}), req.value("count", uint64_t{1000}));
   });
   s = admin_.start(socketPath);
   if (!s.isOk()) return s;

@@ -43,6 +43,7 @@ class Daemon {
   cache::Status openTiers();
   cache::Status startCluster();
   nlohmann::json peersJson() const;
+  nlohmann::json placementJson(uint64_t start, uint64_t count) const;
 
 
   MountOptions options_;

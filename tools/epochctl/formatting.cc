@@ -42,8 +42,13 @@ std::string formatStatus(const json& s) {
     if (t.contains("dir")) o << " in " << t["dir"].get<std::string>();
     o << "\n";
   }
-  o << "members:    " << (s["members"].is_null() ? std::string("not clustered") : s["members"].dump())
-    << "\n";
+  const json& m = s["members"];
+  if (m.is_object()) {
+    o << "members:    node " << m.value("self", 0) << " of " << m.value("count", 0) << ", "
+      << m.value("live_peers", 0) << " peers live (epochctl peers)\n";
+  } else {
+    o << "members:    not clustered\n";
+  }
   const json& plan = s["plan"];
   if (plan.is_null()) {
     o << "plan:       no order registered\n";

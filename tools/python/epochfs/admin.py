@@ -178,3 +178,29 @@ def clear_order(mountpoint, timeout=DEFAULT_TIMEOUT_S):
     """Forgets the registered order (the mount falls back to order-blind caching)."""
     with AdminClient(mountpoint, timeout=timeout) as client:
         return client.call({"cmd": "order_clear"})
+
+
+def placement(mountpoint, timeout=DEFAULT_TIMEOUT_S):
+    """The mount's placement map: (version, {path relative to the mount: owner node id}).
+
+    The daemon pages the map under the message cap; the owner is the first live rendezvous
+    owner (-1: no live owner). `version` names the live member set, so ranks can check they
+    all use the same map for an epoch.
+    """
+    owners = {}
+    with AdminClient(mountpoint, timeout=timeout) as client:
+        start, version = 0, None
+        while True:
+            reply = client.call({"cmd": "placement", "start": start, "count": 100000})
+            if version is None:
+                version = reply["version"]
+            elif reply["version"] != version:
+                version, owners, start = reply["version"], {}, 0  # membership changed: restart
+                continue
+            for path, owner in reply["entries"]:
+                if isinstance(path, dict):
+                    path = os.fsdecode(base64.b64decode(path["b64"]))
+                owners[path] = owner
+            start += len(reply["entries"])
+            if not reply["entries"] or start >= reply["total"]:
+                return version, owners

@@ -126,3 +126,6 @@ class ShuffleAwareSampler(DistributedSampler):
                 warnings.warn("epochfs: could not register this epoch's order (%s); training "
                               "continues without order-aware prefetching" % (e,),
                               EpochfsWarning, stacklevel=3)
+
+
+from .locality import LocalityAwareSampler  # noqa: E402,F401  (re-exported)

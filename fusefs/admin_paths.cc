@@ -1,5 +1,7 @@
 #include "fusefs/admin_paths.h"
 
+#include "fusefs/admin_protocol.h"
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -9,61 +11,11 @@ namespace epochfs::fusefs {
 using cache::Result;
 using cache::Status;
 
-namespace {
-
-constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-bool validUtf8(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const size_t n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : 9;
-    if (n == 9 || i + n >= s.size()) return false;  // bad lead byte or truncated
-    for (size_t k = 1; k <= n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return false;
-    }
-    i += n + 1;
-  }
-  return true;
-}
-
-}  // namespace
-
-std::string base64Encode(const std::string& raw) {
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < raw.size(); i += 3) {
-    const uint32_t v = (uint32_t{static_cast<unsigned char>(raw[i])} << 16) |
-                       (uint32_t{static_cast<unsigned char>(raw[i + 1])} << 8) |
-                       static_cast<unsigned char>(raw[i + 2]);
-    out += {kB64[v >> 18], kB64[(v >> 12) & 63], kB64[(v >> 6) & 63], kB64[v & 63]};
-  }
-  if (i + 1 == raw.size()) {
-    const uint32_t v = uint32_t{static_cast<unsigned char>(raw[i])} << 16;
-    out += {kB64[v >> 18], kB64[(v >> 12) & 63], '=', '='};
-  } else if (i + 2 == raw.size()) {
-    const uint32_t v = (uint32_t{static_cast<unsigned char>(raw[i])} << 16) |
-                       (uint32_t{static_cast<unsigned char>(raw[i + 1])} << 8);
-    out += {kB64[v >> 18], kB64[(v >> 12) & 63], kB64[(v >> 6) & 63], '='};
-  }
-  return out;
-}
+std::string base64Encode(const std::string& raw) { return admin::base64Encode(raw); }
 
 Result<std::string> base64Decode(const std::string& text) {
   std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : text) {
-    if (c == '=') break;
-    const char* p = std::strchr(kB64, c);
-    if (p == nullptr || c == '\0') return Status::invalidArgument("malformed base64 path");
-    acc = (acc << 6) | static_cast<uint32_t>(p - kB64);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
+  if (!admin::base64Decode(text, &out)) return Status::invalidArgument("malformed base64 path");
   return out;
 }
 
@@ -108,7 +60,7 @@ Result<DatasetNamespace::Ino> resolveAdminPath(const DatasetNamespace& ns, const
 }
 
 nlohmann::json encodeAdminPath(const std::string& raw) {
-  if (validUtf8(raw)) return raw;
+  if (admin::isValidUtf8(raw)) return raw;
   return nlohmann::json{{"b64", base64Encode(raw)}};
 }
 

@@ -13,7 +13,9 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <string_view>
 
 namespace epochfs::admin {
 
@@ -73,6 +75,57 @@ inline bool receiveMessage(int fd, std::string& out) {
   if (n > kMaxMessageBytes) return false;
   out.resize(n);
   return detail::readAll(fd, out.data(), n);
+}
+
+// Paths in requests and replies are strings when they are valid UTF-8, and
+// {"b64": BASE64 OF THE RAW BYTES} otherwise, so every file stays addressable.
+inline bool isValidUtf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : 9;
+    if (n == 9 || i + n >= s.size()) return false;  // bad lead byte or truncated
+    for (size_t k = 1; k <= n; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
+inline constexpr char kBase64Alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+inline std::string base64Encode(std::string_view raw) {
+  std::string out;
+  for (size_t i = 0; i < raw.size(); i += 3) {
+    uint32_t v = static_cast<uint32_t>(static_cast<unsigned char>(raw[i])) << 16;
+    if (i + 1 < raw.size()) v |= static_cast<uint32_t>(static_cast<unsigned char>(raw[i + 1])) << 8;
+    if (i + 2 < raw.size()) v |= static_cast<unsigned char>(raw[i + 2]);
+    out += kBase64Alphabet[v >> 18];
+    out += kBase64Alphabet[(v >> 12) & 63];
+    out += i + 1 < raw.size() ? kBase64Alphabet[(v >> 6) & 63] : '=';
+    out += i + 2 < raw.size() ? kBase64Alphabet[v & 63] : '=';
+  }
+  return out;
+}
+
+// Decodes until '=' or the end; false on a character outside the alphabet.
+inline bool base64Decode(std::string_view text, std::string* out) {
+  out->clear();
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : text) {
+    if (c == '=') break;
+    const char* p = c == '\0' ? nullptr : std::strchr(kBase64Alphabet, c);
+    if (p == nullptr) return false;
+    acc = (acc << 6) | static_cast<uint32_t>(p - kBase64Alphabet);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out->push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return true;
 }
 
 }  // namespace epochfs::admin

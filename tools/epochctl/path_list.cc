@@ -12,10 +12,6 @@ namespace epochfs::ctl {
 
 using nlohmann::json;
 
-namespace {
-constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-}
-
 PathList::PathList(const std::string& mountpoint) {
   char buf[PATH_MAX];
   mount_ = realpath(mountpoint.c_str(), buf) != nullptr ? std::string(buf) : mountpoint;
@@ -51,59 +47,17 @@ void PathList::addFromFile(const std::string& file) {
   addLines(in);
 }
 
-bool PathList::validUtf8(const std::string& s) {
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const size_t n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : 9;
-    if (n == 9 || i + n >= s.size()) return false;  // bad lead byte or truncated
-    for (size_t k = 1; k <= n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return false;
-    }
-    i += n + 1;
-  }
-  return true;
-}
-
-std::string PathList::base64(const std::string& raw) {
-  std::string out;
-  for (size_t i = 0; i < raw.size(); i += 3) {
-    uint32_t v = static_cast<uint32_t>(static_cast<unsigned char>(raw[i])) << 16;
-    if (i + 1 < raw.size()) v |= static_cast<uint32_t>(static_cast<unsigned char>(raw[i + 1])) << 8;
-    if (i + 2 < raw.size()) v |= static_cast<unsigned char>(raw[i + 2]);
-    out += kB64[v >> 18];
-    out += kB64[(v >> 12) & 63];
-    out += i + 1 < raw.size() ? kB64[(v >> 6) & 63] : '=';
-    out += i + 2 < raw.size() ? kB64[v & 63] : '=';
-  }
-  return out;
-}
-
-std::string PathList::unbase64(const std::string& text) {
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : text) {
-    const char* p = c == '\0' ? nullptr : std::strchr(kB64, c);
-    if (p == nullptr) break;
-    acc = (acc << 6) | static_cast<uint32_t>(p - kB64);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  return out;
-}
-
 json PathList::encode(const std::string& raw) {
-  return validUtf8(raw) ? json(raw) : json{{"b64", base64(raw)}};
+  return admin::isValidUtf8(raw) ? json(raw) : json{{"b64", admin::base64Encode(raw)}};
 }
 
 std::string PathList::display(const json& field) {
-  std::string s = field.is_string() ? field.get<std::string>()
-                  : field.is_object() && field.contains("b64")
-                      ? unbase64(field["b64"].get<std::string>())
-                      : std::string("?");
+  std::string s = "?";
+  if (field.is_string()) {
+    s = field.get<std::string>();
+  } else if (field.is_object() && field.contains("b64") && field["b64"].is_string()) {
+    admin::base64Decode(field["b64"].get<std::string>(), &s);
+  }
   for (char& c : s) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   }

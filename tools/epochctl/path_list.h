@@ -38,9 +38,6 @@ class PathList {
   static nlohmann::json encode(const std::string& raw);
   // The reverse, for display (b64 names decoded, control bytes shown as '?').
   static std::string display(const nlohmann::json& field);
-  static bool validUtf8(const std::string& s);
-  static std::string base64(const std::string& raw);
-  static std::string unbase64(const std::string& text);
 
  private:
   std::string mount_;  // canonical mountpoint

@@ -228,6 +228,10 @@ int main(int argc, char** argv) {
     }
   } catch (const ctl::CtlError& e) {
     std::fprintf(stderr, "epochctl: error: %s\n", e.what());
+    // A thread may still be blocked on a mount that does not answer: leave
+    // without exit-time work (destructors, sanitizer checks) that could wait on it.
+    std::fflush(nullptr);
+    if (e.exitCode() == ctl::CtlError::kNoDaemon) _exit(e.exitCode());
     return e.exitCode();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "epochctl: error: %s\n", e.what());

@@ -1,6 +1,6 @@
 #include "fusefs/plan_builder.h"
 
-#include <regex>
+#include <string_view>
 
 #include "fusefs/admin_paths.h"
 
@@ -8,6 +8,34 @@ namespace epochfs::fusefs {
 
 using cache::Result;
 using cache::Status;
+
+namespace {
+
+// Splits "PATH@OFFSET+LENGTH" (decimal, at most 19 digits each).
+bool parseRange(const std::string& text, std::string* path, uint64_t* offset, uint64_t* length) {
+  const size_t at = text.rfind('@');
+  if (at == std::string::npos) return false;
+  const size_t plus = text.find('+', at);
+  if (plus == std::string::npos) return false;
+  auto digits = [](std::string_view d, uint64_t* out) {
+    if (d.empty() || d.size() > 19) return false;
+    uint64_t v = 0;
+    for (char c : d) {
+      if (c < '0' || c > '9') return false;
+      v = v * 10 + static_cast<uint64_t>(c - '0');
+    }
+    *out = v;
+    return true;
+  };
+  const std::string_view all(text);
+  if (!digits(all.substr(at + 1, plus - at - 1), offset) || !digits(all.substr(plus + 1), length)) {
+    return false;
+  }
+  *path = text.substr(0, at);
+  return true;
+}
+
+}  // namespace
 
 PlanBuilder::PlanBuilder(const DatasetNamespace& ns, int64_t epoch, int rank, uint64_t start,
                          uint64_t maxEntries)
@@ -37,12 +65,9 @@ Result<prefetch::PlanEntry> PlanBuilder::resolve(const nlohmann::json& entry) co
   if (entry.is_string()) {
     path = entry.get<std::string>();
     // "path@OFFSET+LENGTH", unless a file is literally named so.
-    static const std::regex kRange(R"(^(.*)@([0-9]{1,19})\+([0-9]{1,19})$)");
-    std::smatch m;
-    if (std::regex_match(path, m, kRange) && !resolveAdminPath(ns_, path).isOk()) {
-      path = m[1].str();
-      offset = std::stoull(m[2].str());
-      length = std::stoull(m[3].str());
+    std::string prefix;
+    if (parseRange(path, &prefix, &offset, &length) && !resolveAdminPath(ns_, path).isOk()) {
+      path = std::move(prefix);
       ranged = true;
     }
   } else if (entry.is_object()) {

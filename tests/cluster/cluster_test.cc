@@ -96,9 +96,25 @@ class ClusterMountTest : public MountTest {
     }
   }
 
-  // Starts n daemons; returns false if they do not all see each other.
+  // Starts n daemons; returns false if they do not all see each other. A
+  // port picked free can be taken before a daemon binds it (another process
+  // on this machine): then the started daemons are unmounted and the cluster
+  // is started again on fresh ports.
   bool startCluster(int n, uint64_t ramBytes, const std::vector<std::string>& extra = {},
                     int wrongSecretNode = -1) {
+    for (int attempt = 1;; ++attempt) {
+      bool portTaken = false;
+      if (startClusterOnce(n, ramBytes, extra, wrongSecretNode, attempt < 3, &portTaken)) {
+        return true;
+      }
+      if (!portTaken) return false;
+      for (const auto& m : mnts_) unmount(m);
+      mnts_.clear();
+    }
+  }
+
+  bool startClusterOnce(int n, uint64_t ramBytes, const std::vector<std::string>& extra,
+                        int wrongSecretNode, bool mayRetry, bool* portTaken) {
     std::string peers;
     ports_.clear();
     for (int i = 0; i < n; ++i) {
@@ -123,7 +139,8 @@ class ClusterMountTest : public MountTest {
       args.insert(args.end(), extra.begin(), extra.end());
       ProcResult r = mountAt(src_, mnt, args);
       if (r.exitCode != 0) {
-        ADD_FAILURE() << "node " << i << ": " << r.describe();
+        *portTaken = r.describe().find("cannot listen") != std::string::npos;
+        if (!(*portTaken && mayRetry)) ADD_FAILURE() << "node " << i << ": " << r.describe();
         return false;
       }
       mnts_.push_back(mnt);

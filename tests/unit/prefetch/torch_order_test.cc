@@ -12,48 +12,17 @@
 
 #include "prefetch/torch_permutation.h"
 
+#include "tests/unit/prefetch/python_runner.h"
+
 namespace epochfs::prefetch {
 namespace {
 
-constexpr const char* kPython = "/usr/bin/python3";
-
-std::string shellQuote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// Runs `python script arg`, returns its stdout (stderr passes through); *ok is false on a
-// non-zero exit.
-std::string runPython(const std::string& script, const std::string& arg, bool* ok) {
-  char path[] = "/tmp/epochfs_torch_order_XXXXXX";
-  const int fd = ::mkstemp(path);
-  if (fd < 0) {
-    *ok = false;
-    return "";
-  }
-  ::close(fd);
-  std::ofstream(path) << script;
-  const std::string cmd = std::string(kPython) + " " + path + " " + shellQuote(arg);
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p != nullptr) {
-    char buf[1 << 16];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    *ok = ::pclose(p) == 0;
-  } else {
-    *ok = false;
-  }
-  ::unlink(path);
-  return out;
-}
+using testing::kPython;
+using testing::runPython;
 
 bool haveTorch() {
   static const bool have = [] {
-    bool ok = false;
-    runPython("import torch\n", "", &ok);
-    return ok;
+    return testing::pythonCanImport("torch");
   }();
   return have;
 }

@@ -32,26 +32,6 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-std::vector<char*> cArgs(std::vector<std::string>& argv) {
-  std::vector<char*> out;
-  for (auto& a : argv) out.push_back(a.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-std::string readFd(int fd) {
-  std::string out;
-  char buf[4096];
-  off_t off = 0;
-  for (;;) {
-    ssize_t n = pread(fd, buf, sizeof buf, off);
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    off += n;
-  }
-  return out;
-}
-
 // Waits for pid, killing it after the timeout.
 void reap(pid_t pid, double timeoutSec, Clock::time_point t0, ProcResult& r) {
   int status = 0;
@@ -99,7 +79,7 @@ ProcResult runCtl(const std::vector<std::string>& args, double timeoutSec,
                   const std::optional<Creds>& creds, const std::string& input) {
   std::vector<std::string> argv = {ctlBinary()};
   argv.insert(argv.end(), args.begin(), args.end());
-  auto c = cArgs(argv);
+  auto c = cArgv(argv);
   const int out = memfd_create("ctl-out", MFD_CLOEXEC);
   const int err = memfd_create("ctl-err", MFD_CLOEXEC);
   const int in = memfd_create("ctl-in", MFD_CLOEXEC);
@@ -124,8 +104,8 @@ ProcResult runCtl(const std::vector<std::string>& args, double timeoutSec,
     _exit(127);
   }
   reap(pid, timeoutSec, t0, r);
-  r.out = readFd(out);
-  r.err = readFd(err);
+  r.out = readAllFrom(out);
+  r.err = readAllFrom(err);
   close(out);
   close(err);
   close(in);
@@ -135,7 +115,7 @@ ProcResult runCtl(const std::vector<std::string>& args, double timeoutSec,
 ProcResult runCtlOnPty(const std::vector<std::string>& args, double timeoutSec) {
   std::vector<std::string> argv = {ctlBinary()};
   argv.insert(argv.end(), args.begin(), args.end());
-  auto c = cArgs(argv);
+  auto c = cArgv(argv);
   ProcResult r;
   const int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
   if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) {

@@ -63,26 +63,6 @@ bool applyIdentity(Identity id) {
   return true;
 }
 
-std::vector<char*> cArgv(const std::vector<std::string>& argv) {
-  std::vector<char*> out;
-  for (const auto& a : argv) out.push_back(const_cast<char*>(a.c_str()));
-  out.push_back(nullptr);
-  return out;
-}
-
-std::string readAllFrom(int fd) {
-  std::string out;
-  char buf[4096];
-  off_t off = 0;
-  for (;;) {
-    ssize_t n = pread(fd, buf, sizeof buf, off);
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    off += n;
-  }
-  return out;
-}
-
 std::string decodeMountPath(const std::string& s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
@@ -102,6 +82,26 @@ std::string toLower(std::string s) {
 }
 
 }  // namespace
+
+std::vector<char*> cArgv(const std::vector<std::string>& argv) {
+  std::vector<char*> out;
+  for (const auto& a : argv) out.push_back(const_cast<char*>(a.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+std::string readAllFrom(int fd) {
+  std::string out;
+  char buf[4096];
+  off_t off = 0;
+  for (;;) {
+    ssize_t n = pread(fd, buf, sizeof buf, off);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    off += n;
+  }
+  return out;
+}
 
 // ---- processes ---------------------------------------------------------------
 

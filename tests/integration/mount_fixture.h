@@ -49,6 +49,11 @@ struct ProcResult {
 };
 
 // Runs argv[0] (a path) to completion, killing it after timeoutSec.
+// argv as execv wants it (pointers into `argv`, null-terminated).
+std::vector<char*> cArgv(const std::vector<std::string>& argv);
+// Everything in the file open at `fd`, read from offset 0.
+std::string readAllFrom(int fd);
+
 ProcResult runProcess(const std::vector<std::string>& argv, double timeoutSec,
                       const SpawnOptions& opts = {});
 

@@ -102,6 +102,7 @@ FuseServer::FuseServer(const Config& config, DatasetNamespace& ns, cache::ChunkC
   }
   if (config_.revalidateSeconds > 0) {
     checkedAt_.reset(new std::atomic<int64_t>[ns_.nodeCount() + 1]);
+    stalePages_.reset(new std::atomic<bool>[ns_.nodeCount() + 1]());
     const int64_t now = nowNs();
     for (size_t i = 0; i <= ns_.nodeCount(); ++i) checkedAt_[i].store(now);
     invalThread_ = std::thread([this] { invalidationLoop(); });
@@ -209,6 +210,7 @@ bool FuseServer::revalidate(fuse_ino_t ino) {
   ns_.setAttr(ino, fresh);
   if (S_ISREG(old.mode)) {
     cache_.invalidate(oldId);
+    stalePages_[ino].store(true, std::memory_order_release);
     std::lock_guard<std::mutex> lock(invalMu_);
     invalQueue_.push_back(ino);
     invalCv_.notify_one();
@@ -259,12 +261,18 @@ void FuseServer::onOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
     return (void)fuse_reply_err(req, EROFS);
   }
+  // The change may have been seen by an earlier lookup/getattr: the kernel
+  // drops the old pages itself only when mtime or size moved, and the queued
+  // notification may not have run yet, so the first open after any change
+  // always asks the kernel to drop them (keep_cache = 0 does, synchronously).
   const bool changed = revalidate(ino);
+  const bool dropPages =
+      changed || (stalePages_ && stalePages_[ino].exchange(false, std::memory_order_acq_rel));
   if (ns_.attr(ino).gone) return (void)fuse_reply_err(req, ENOENT);
   // Pin this open to the version it saw: its reads never mix versions.
   auto* pinned = new cache::FileIdentity(ns_.identity(ino));
   fi->fh = reinterpret_cast<uint64_t>(pinned);
-  fi->keep_cache = changed ? 0 : 1;
+  fi->keep_cache = dropPages ? 0 : 1;
   if (fuse_reply_open(req, fi) != 0) delete pinned;
 }
 

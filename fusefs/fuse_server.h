@@ -87,6 +87,9 @@ class FuseServer {
   bool noOpenSupport_ = false;
   // --revalidate mode only: steady-clock ns of each inode's last source check.
   std::unique_ptr<std::atomic<int64_t>[]> checkedAt_;
+  // --revalidate mode only: the file changed and no open has made the kernel
+  // drop its old pages yet.
+  std::unique_ptr<std::atomic<bool>[]> stalePages_;
   // Per inode: the last chunk read + 1, and how far read-ahead was issued.
   std::unique_ptr<std::atomic<uint32_t>[]> lastChunk_;
   std::unique_ptr<std::atomic<uint32_t>[]> readAheadTo_;

@@ -467,7 +467,7 @@ void UcxCluster::serveMain() {
       asker.bytesServed.fetch_add(op.reply.length, std::memory_order_relaxed);
     }
     op.reply.tag = Tag{};
-    if (op.chunk && cfg_.fault.active() &&
+    if (op.chunk && op.chunk->size() > 0 && cfg_.fault.active() &&
         (chunksServed_.fetch_add(1, std::memory_order_relaxed) + 1) % cfg_.fault.every == 0) {
       op.chunk = injectFault(op.chunk, op.reply, t.mac, asker);
     } else if (integrity_ == wire::Integrity::kMac && t.mac.valid()) {

@@ -20,9 +20,9 @@ class PeerCorruptionTest : public ClusterMountTest,
 // Pass: (1) every byte node 0 reads is right (node 2's files come from the
 // source); (2) node 0 counts node 2's bad replies with the expected check
 // only, at least 3, and exactly as many as node 2 corrupted for it (none
-// slipped through); (3) a third of the way into the epoch `epochctl peers`
-// shows node 2 `suspect` with a backoff left and not live, the metrics show
-// one suspect peer; (4) node 2 is `up` again after the backoff.
+// slipped through); (3) right after the suspicion `epochctl peers` shows
+// node 2 `suspect` with a backoff left and not live, the metrics show one
+// suspect peer and the bad payloads; (4) node 2 is `up` again after the backoff.
 TEST_P(PeerCorruptionTest, BadPayloadsAreCaughtReadElsewhereAndTheLiarTurnsSuspect) {
   const DaemonFlipCase c = GetParam();
   makeDataset(60);
@@ -33,12 +33,15 @@ TEST_P(PeerCorruptionTest, BadPayloadsAreCaughtReadElsewhereAndTheLiarTurnsSuspe
   ASSERT_TRUE(startCluster(3, 64 << 20, extra));
   nlohmann::json during;
   std::string metricsDuring;
-  readEpoch(mnts_[0], 3, nullptr, [&](size_t i) {
-    if (i == 20) {
-      during = admin("peers", mnts_[0]);
-      metricsDuring = admin("metrics", mnts_[0]).value("text", "");
-    }
+  // Before each read until the first suspicion: look at `epochctl peers`.
+  readEpoch(mnts_[0], 3, nullptr, [&](size_t) {
+    if (!during.is_null()) return;
+    auto j = admin("peers", mnts_[0]);
+    if (j["peers"][2].value("suspect_count", uint64_t{0}) == 0) return;
+    during = std::move(j);
+    metricsDuring = admin("metrics", mnts_[0]).value("text", "");
   });
+  ASSERT_FALSE(during.is_null()) << "node 2 never became suspect";
   const auto j = admin("peers", mnts_[0]);
   const auto& p2 = j["peers"][2];
   const uint64_t bad = p2.value(c.caughtBy, uint64_t{0});

@@ -168,6 +168,10 @@ Status Daemon::startCluster() {
   cc.secret = std::move(secret).value();
   cc.macPayloads = options_.peerMac;
   cc.capacityBytes = options_.ramCacheBytes + (disk_ ? options_.diskCacheBytes : 0);
+  // TEST-ONLY fault hook (transport/peer_fault.h): corrupt the chunks served to peers.
+  auto fault = transport::peerFaultFromEnv();
+  if (!fault.isOk()) return fault.status();
+  cc.fault = *fault;
   // Peers can name only files of this snapshot, by id, at the version they hold.
   for (DatasetNamespace::Ino ino = 1; ino <= namespace_->nodeCount(); ++ino) {
     if (S_ISREG(namespace_->attr(ino).mode)) filesById_.emplace(namespace_->fileId(ino), ino);
@@ -238,6 +242,13 @@ json Daemon::peersJson() const {
                      {"serve_errors", p.serveErrors},
                      {"auth_failures", p.authFailures},
                      {"connects", p.connects},
+                     {"mac_failures", p.macFailures},
+                     {"checksum_failures", p.checksumFailures},
+                     {"serve_refused", p.serveRefused},
+                     {"fetch_refused", p.fetchRefused},
+                     {"suspect_count", p.suspectCount},
+                     {"suspect_for_ms", p.suspectForMs},
+                     {"faults_injected", p.faultsInjected},
                      {"last_error", p.lastError}});
   }
   const auto& c = cluster_->config();
@@ -308,9 +319,22 @@ Status Daemon::start() {
   state.members = [this]() -> json {
     if (!cluster_) return nullptr;
     const json p = peersJson();
-    size_t live = 0;
-    for (const auto& peer : p["peers"]) live += peer.value("live", false) ? 1 : 0;
-    return {{"self", p["self"]}, {"count", p["members"]}, {"live_peers", live}};
+    size_t live = 0, suspect = 0;
+    uint64_t mac = 0, sum = 0, refused = 0, refusedUs = 0, suspicions = 0;
+    for (const auto& peer : p["peers"]) {
+      live += peer.value("live", false) ? 1 : 0;
+      suspect += peer.value("state", "") == "suspect" ? 1 : 0;
+      mac += peer.value("mac_failures", uint64_t{0});
+      sum += peer.value("checksum_failures", uint64_t{0});
+      refused += peer.value("serve_refused", uint64_t{0});
+      refusedUs += peer.value("fetch_refused", uint64_t{0});
+      suspicions += peer.value("suspect_count", uint64_t{0});
+    }
+    return {{"self", p["self"]},           {"count", p["members"]},
+            {"live_peers", live},          {"suspect_peers", suspect},
+            {"mac_failures", mac},         {"checksum_failures", sum},
+            {"serve_refused", refused},    {"fetch_refused", refusedUs},
+            {"suspect_count", suspicions}};
   };
   adminCommands_ = std::make_unique<AdminCommands>(state);
   adminCommands_->registerAll(admin_);

@@ -23,6 +23,7 @@
 #include "cache/chunk.h"
 #include "cache/peer_source.h"
 #include "cache/status.h"
+#include "transport/peer_fault.h"
 
 namespace epochfs::transport {
 
@@ -48,6 +49,17 @@ struct ClusterConfig {
   unsigned serveThreads = 4;    // threads answering peers (they may read the source)
   unsigned maxInFlightPerPeer = 64;
   unsigned maxQueuedServes = 1024;
+  // A peer whose replies fail their MAC or checksum `suspectAfter` times
+  // within `failureWindow` is suspect (out of placement, not asked) for
+  // `suspectFor`, doubling on each repeat up to `maxSuspectFor`; then it is
+  // tried again.
+  unsigned suspectAfter = 3;
+  std::chrono::milliseconds failureWindow{10000};
+  std::chrono::milliseconds suspectFor{5000};
+  std::chrono::milliseconds maxSuspectFor{60000};
+  // An inbound connection that has not authenticated by then is closed.
+  std::chrono::milliseconds handshakeTimeout{5000};
+  PeerFault fault;  // TEST-ONLY corruption of served chunks (peer_fault.h)
 };
 
 // What `epochctl peers` shows of one member.
@@ -60,6 +72,15 @@ struct PeerInfo {
   uint64_t fetches = 0, bytesFetched = 0, fetchErrors = 0, timeouts = 0;
   uint64_t served = 0, bytesServed = 0, serveErrors = 0;
   uint64_t authFailures = 0, connects = 0;
+  // Replies from this peer whose payload MAC / XXH3 checksum failed (the
+  // bytes were fetched elsewhere).
+  uint64_t macFailures = 0, checksumFailures = 0;
+  // Requests this node refused to serve to the peer (file not in this
+  // node's snapshot, or another version of it), and ours the peer refused.
+  uint64_t serveRefused = 0, fetchRefused = 0;
+  uint64_t suspectCount = 0;    // times marked suspect for bad payloads
+  uint64_t suspectForMs = 0;    // while suspect: ms until it is tried again
+  uint64_t faultsInjected = 0;  // chunks this node corrupted for it (test hook)
   std::string lastError;
 };
 

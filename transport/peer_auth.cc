@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <vector>
 
@@ -94,7 +95,13 @@ bool equalDigests(const uint8_t* a, const uint8_t* b, size_t n) {
 
 Tag PayloadMac::sign(uint32_t direction, uint64_t counter, const void* header, size_t headerLen,
                      const void* data, size_t dataLen) const {
-  thread_local EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  // One context per thread, freed when the thread ends (serve and progress threads come and go).
+  struct CtxFree {
+    void operator()(EVP_CIPHER_CTX* c) const { EVP_CIPHER_CTX_free(c); }
+  };
+  thread_local std::unique_ptr<EVP_CIPHER_CTX, CtxFree> owned(EVP_CIPHER_CTX_new());
+  EVP_CIPHER_CTX* ctx = owned.get();
+  if (ctx == nullptr) throw std::runtime_error("EVP_CIPHER_CTX_new failed");
   uint8_t iv[12];
   std::memcpy(iv, &direction, 4);
   std::memcpy(iv + 4, &counter, 8);

@@ -109,6 +109,10 @@ Status UcxCluster::init() {
   spdlog::info("cluster: node {} of {} listening on {}:{} (replicas {}, integrity {})",
                cfg_.selfId, cfg_.members.size(), cfg_.listenHost, port_.load(), cfg_.replicas,
                cfg_.macPayloads ? "mac" : "checksum");
+  if (cfg_.fault.active()) {
+    spdlog::error("cluster: TEST FAULT HOOK ACTIVE ({}={}): this node corrupts chunks it serves",
+                  kPeerFaultEnv, cfg_.fault.describe());
+  }
   return Status::ok();
 }
 
@@ -268,6 +272,8 @@ void UcxCluster::drainOps() {
   for (auto& op : ops) {
     if (op.fetch) {
       sendRequest(op.fetch);
+    } else if (op.suspect >= 0) {
+      markSuspect(*peers_[static_cast<size_t>(op.suspect)], Clock::now());
     } else {
       sendReply(op);
     }
@@ -339,6 +345,55 @@ void UcxCluster::peerFailed(Peer& p, State next, const std::string& why) {
   p.backoffMs = std::min(p.backoffMs * 2, 2000u);
 }
 
+void UcxCluster::markSuspect(Peer& p, Clock::time_point now) {
+  {
+    std::lock_guard<std::mutex> lock(infoMu_);
+    p.suspectQueued = false;
+    p.badReplies.clear();
+  }
+  const auto s = static_cast<State>(p.state.load());
+  if (s == State::kSelf || s == State::kRefused) return;
+  // Repeat offenders wait longer; a quiet minute since the last suspicion resets it.
+  if (p.nextSuspectFor.count() == 0 ||
+      now - p.lastSuspected > p.nextSuspectFor + std::chrono::seconds(60)) {
+    p.nextSuspectFor = cfg_.suspectFor;
+  } else {
+    p.nextSuspectFor = std::min(p.nextSuspectFor * 2, cfg_.maxSuspectFor);
+  }
+  p.lastSuspected = now;
+  p.suspectUntil = now + p.nextSuspectFor;
+  p.suspectUntilMs = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         p.suspectUntil.time_since_epoch()).count();
+  p.nextPing = p.suspectUntil;
+  p.suspectCount.fetch_add(1, std::memory_order_relaxed);
+  spdlog::warn("cluster: peer {} ({}) sent {} bad payloads within {} ms; suspect, not asked for {} ms",
+               p.member.id, p.member.address(), cfg_.suspectAfter, cfg_.failureWindow.count(),
+               p.nextSuspectFor.count());
+  setLastError(p, "suspect: repeated bad payloads (MAC or checksum)");
+  if (s == State::kUp) setState(p, State::kSuspect);
+}
+
+void UcxCluster::noteBadReply(Peer& p, const std::string& why) {
+  const auto now = Clock::now();
+  bool suspect = false;
+  {
+    std::lock_guard<std::mutex> lock(infoMu_);
+    p.lastError = why;
+    p.badReplies.push_back(now);
+    while (!p.badReplies.empty() && now - p.badReplies.front() > cfg_.failureWindow) {
+      p.badReplies.pop_front();
+    }
+    if (p.badReplies.size() >= std::max(1u, cfg_.suspectAfter) && !p.suspectQueued) {
+      p.suspectQueued = suspect = true;
+    }
+  }
+  if (suspect) {
+    Op op;
+    op.suspect = static_cast<int>(p.member.id);
+    post(std::move(op));
+  }
+}
+
 void UcxCluster::recomputeLive() {
   std::vector<Candidate> live;
   bool allKnown = true;
@@ -380,10 +435,18 @@ void UcxCluster::handleTimers(Clock::time_point now) {
       setLastError(peer, "missed a request deadline");
       spdlog::warn("cluster: peer {} ({}) missed a deadline; suspect until it answers",
                    peer.member.id, peer.member.address());
-      setState(peer, State::kSuspect);
+      peer.suspectUntil = now;
       peer.nextPing = now;
+      setState(peer, State::kSuspect);
     }
   }
+  // An inbound connection that never authenticates is closed: nothing is
+  // held for a client that sends nothing or garbage.
+  std::vector<ucp_ep_h> unauthed;
+  for (const auto& [ep, in] : inbound_) {
+    if (!in.authed && now - in.accepted > cfg_.handshakeTimeout) unauthed.push_back(ep);
+  }
+  for (ucp_ep_h ep : unauthed) dropInbound(ep, "no authentication within the handshake timeout");
   for (auto& pp : peers_) {
     Peer& p = *pp;
     const auto s = static_cast<State>(p.state.load());
@@ -391,7 +454,8 @@ void UcxCluster::handleTimers(Clock::time_point now) {
       connect(p);
     } else if (s == State::kConnecting && now - p.connectStarted > std::chrono::seconds(5)) {
       peerFailed(p, State::kDown, "handshake timed out");
-    } else if (s == State::kSuspect && now >= p.nextPing && p.ep != nullptr) {
+    } else if (s == State::kSuspect && now >= p.suspectUntil && now >= p.nextPing &&
+               p.ep != nullptr) {
       wire::Ping ping{++p.pingSeq};
       p.nextPing = now + std::chrono::milliseconds(500);
       if (!sendAm(p.ep, wire::kPing, &ping, sizeof ping, nullptr)) {
@@ -402,12 +466,12 @@ void UcxCluster::handleTimers(Clock::time_point now) {
 }
 
 int UcxCluster::nextTimeoutMs(Clock::time_point now) const {
-  auto next = now + std::chrono::milliseconds(250);
+  auto next = now + std::chrono::milliseconds(250);  // also paces the handshake timeout
   for (const auto& [id, p] : pending_) next = std::min(next, p->deadline);
   for (const auto& p : peers_) {
     const auto s = static_cast<State>(p->state.load());
     if (s == State::kDown || s == State::kRefused) next = std::min(next, p->retryAt);
-    if (s == State::kSuspect) next = std::min(next, p->nextPing);
+    if (s == State::kSuspect) next = std::min(next, std::max(p->nextPing, p->suspectUntil));
   }
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count();
   return static_cast<int>(std::clamp<long>(ms + 1, 0, 250));
@@ -448,6 +512,7 @@ void UcxCluster::onConnRequest(ucp_conn_request_h req, void* arg) {
   Inbound in;
   in.ep = h;
   in.connId = self->nextConnId_++;
+  in.accepted = Clock::now();
   self->inboundById_[in.connId] = h;
   self->inbound_[h] = in;
 }
@@ -496,6 +561,17 @@ std::vector<PeerInfo> UcxCluster::peers() const {
     i.serveErrors = p->serveErrors.load();
     i.authFailures = p->authFailures.load();
     i.connects = p->connects.load();
+    i.macFailures = p->macFailures.load();
+    i.checksumFailures = p->checksumFailures.load();
+    i.serveRefused = p->serveRefused.load();
+    i.fetchRefused = p->fetchRefused.load();
+    i.suspectCount = p->suspectCount.load();
+    i.faultsInjected = p->faultsInjected.load();
+    if (s == static_cast<int>(State::kSuspect)) {
+      const int64_t nowMs = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                Clock::now().time_since_epoch()).count();
+      i.suspectForMs = static_cast<uint64_t>(std::max<int64_t>(0, p->suspectUntilMs.load() - nowMs));
+    }
     i.lastError = p->lastError;
     out.push_back(std::move(i));
   }

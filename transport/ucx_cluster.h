@@ -69,13 +69,25 @@ class UcxCluster final : public Cluster {
     Clock::time_point connectStarted{};
     Clock::time_point nextPing{};
     uint64_t pingSeq = 0;
+    // Suspect for bad payloads: not asked (nor pinged) before suspectUntil;
+    // the next suspicion lasts nextSuspectFor (doubling, reset after a quiet minute).
+    Clock::time_point suspectUntil{};
+    Clock::time_point lastSuspected{};
+    std::chrono::milliseconds nextSuspectFor{0};
     // Shared.
     std::atomic<int> state{static_cast<int>(State::kDown)};
     std::atomic<uint64_t> capacity{0};
     std::atomic<uint64_t> fetches{0}, bytesFetched{0}, fetchErrors{0}, timeouts{0};
     std::atomic<uint64_t> served{0}, bytesServed{0}, serveErrors{0};
     std::atomic<uint64_t> authFailures{0}, connects{0};
+    std::atomic<uint64_t> macFailures{0}, checksumFailures{0}, serveRefused{0}, fetchRefused{0};
+    std::atomic<uint64_t> suspectCount{0}, faultsInjected{0};
+    std::atomic<int64_t> suspectUntilMs{0};  // suspectUntil for peers(), steady-clock ms
     std::string lastError;  // guarded by infoMu_
+    // Times of recent bad replies, and whether a suspicion is queued for the
+    // progress thread; guarded by infoMu_.
+    std::deque<Clock::time_point> badReplies;
+    bool suspectQueued = false;
   };
 
   struct Inbound {
@@ -84,6 +96,7 @@ class UcxCluster final : public Cluster {
     bool challenged = false;
     bool authed = false;
     uint32_t remote = 0;
+    Clock::time_point accepted{};
     Nonce clientNonce{}, serverNonce{};
     PayloadMac mac;
     uint64_t lastCounter = 0;
@@ -115,7 +128,8 @@ class UcxCluster final : public Cluster {
 
   struct Op {
     std::shared_ptr<Pending> fetch;  // a request to send, or
-    uint64_t connId = 0;             // a reply to send on an inbound connection
+    uint64_t connId = 0;             // a reply to send on an inbound connection, or
+    int suspect = -1;                // a peer to mark suspect (bad payloads)
     wire::Reply reply;
     cache::ChunkRef chunk;
   };
@@ -135,6 +149,7 @@ class UcxCluster final : public Cluster {
   void connect(Peer& p);
   void closeEp(ucp_ep_h ep);
   void peerFailed(Peer& p, State next, const std::string& why);
+  void markSuspect(Peer& p, Clock::time_point now);
   void setState(Peer& p, State s);
   void recomputeLive();
   void complete(const std::shared_ptr<Pending>& p, cache::Status s);
@@ -168,6 +183,12 @@ class UcxCluster final : public Cluster {
                                            const cache::ChunkKey& key, Clock::time_point deadline);
   void serveMain();
   void setLastError(Peer& p, const std::string& why);
+  // A reply from `p` failed its MAC or checksum: counts it toward suspicion.
+  void noteBadReply(Peer& p, const std::string& why);
+  // TEST-ONLY (cfg_.fault): the chunk to send instead of `chunk`, corrupted,
+  // with the reply's checksum and tag set as the fault mode says.
+  cache::ChunkRef injectFault(const cache::ChunkRef& chunk, wire::Reply& reply,
+                              const PayloadMac& mac, Peer& asker);
 
   const ClusterConfig cfg_;
   const ServeFn serve_;
@@ -176,6 +197,7 @@ class UcxCluster final : public Cluster {
   std::atomic<uint16_t> port_{0};
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> macCounter_{1};  // GMAC IVs of everything this node signs
+  std::atomic<uint64_t> chunksServed_{0};  // for the fault hook's EVERY
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;

@@ -32,6 +32,25 @@ bool readHeader(const void* header, size_t len, T* out) {
   return true;
 }
 
+// What the asker makes of an owner's refusal code.
+Status refusal(uint32_t code, const std::string& owner) {
+  switch (static_cast<Status::Code>(code)) {
+    case Status::Code::kNotFound:
+      return Status::notFound("owner " + owner + " refused: the file is not in its dataset snapshot");
+    case Status::Code::kStale:
+      return Status::stale("owner " + owner + " refused: it holds another version of the file");
+    case Status::Code::kTimedOut:
+      return Status::timedOut("owner " + owner + " answered too late to serve");
+    default:
+      return Status::unavailable("owner " + owner + " answered code " + std::to_string(code));
+  }
+}
+
+bool isRefusal(uint32_t code) {
+  return code == static_cast<uint32_t>(Status::Code::kNotFound) ||
+         code == static_cast<uint32_t>(Status::Code::kStale);
+}
+
 }  // namespace
 
 // ---- sending ------------------------------------------------------------------
@@ -126,18 +145,22 @@ ucs_status_t UcxCluster::onAm(uint16_t id, const void* header, size_t headerLen,
     wire::Welcome w;
     wire::Request rq;
     wire::Ping ping;
-    if (id == wire::kHello && readHeader(header, headerLen, &h)) onHello(ep, h);
+    bool parsed = true;
+    if (id == wire::kHello && (parsed = readHeader(header, headerLen, &h))) onHello(ep, h);
     if (id == wire::kChallenge && readHeader(header, headerLen, &h)) onChallenge(ep, h);
-    if (id == wire::kProof && readHeader(header, headerLen, &pr)) onProof(ep, pr);
+    if (id == wire::kProof && (parsed = readHeader(header, headerLen, &pr))) onProof(ep, pr);
     if (id == wire::kWelcome && readHeader(header, headerLen, &w)) onWelcome(ep, w);
-    if (id == wire::kRequest && readHeader(header, headerLen, &rq)) onRequest(ep, rq);
+    if (id == wire::kRequest && (parsed = readHeader(header, headerLen, &rq))) onRequest(ep, rq);
+    if (!parsed) dropInbound(ep, "malformed message " + std::to_string(id));
     if (id == wire::kPing && readHeader(header, headerLen, &ping)) {
       if (Inbound* in = inboundByEp(ep); in != nullptr && in->authed) {
         sendAm(ep, wire::kPong, &ping, sizeof ping, nullptr);
       }
     }
     if (id == wire::kPong && readHeader(header, headerLen, &ping)) {
-      if (Peer* p = peerByEp(ep); p != nullptr && p->state.load() == static_cast<int>(State::kSuspect)) {
+      if (Peer* p = peerByEp(ep); p != nullptr &&
+                                  p->state.load() == static_cast<int>(State::kSuspect) &&
+                                  Clock::now() >= p->suspectUntil) {
         spdlog::info("cluster: peer {} ({}) answers again", p->member.id, p->member.address());
         setState(*p, State::kUp);
       }
@@ -149,7 +172,8 @@ ucs_status_t UcxCluster::onAm(uint16_t id, const void* header, size_t headerLen,
 
 void UcxCluster::onHello(ucp_ep_h ep, const wire::Hello& h) {
   Inbound* in = inboundByEp(ep);
-  if (in == nullptr || in->challenged) return;
+  if (in == nullptr) return;
+  if (in->challenged) return dropInbound(ep, "a second hello");
   if (h.magic != wire::kMagic || h.version != wire::kVersion) {
     return dropInbound(ep, "not an epochfs peer (bad magic/version)");
   }
@@ -196,7 +220,8 @@ void UcxCluster::onChallenge(ucp_ep_h ep, const wire::Hello& h) {
 
 void UcxCluster::onProof(ucp_ep_h ep, const wire::Proof& m) {
   Inbound* in = inboundByEp(ep);
-  if (in == nullptr || !in->challenged || in->authed) return;
+  if (in == nullptr) return;
+  if (!in->challenged || in->authed) return dropInbound(ep, "proof out of turn");
   const Digest want =
       handshakeProof(cfg_.secret, 'C', in->clientNonce, in->serverNonce, in->remote, cfg_.selfId);
   if (!equalDigests(m.proof.data(), want.data(), want.size())) {
@@ -223,6 +248,11 @@ void UcxCluster::onWelcome(ucp_ep_h ep, const wire::Welcome& m) {
   }
   p->backoffMs = 250;
   p->connects.fetch_add(1);
+  if (Clock::now() < p->suspectUntil) {
+    // Reconnecting does not end a suspicion for bad payloads.
+    p->nextPing = p->suspectUntil;
+    return setState(*p, State::kSuspect);
+  }
   setLastError(*p, "");
   setState(*p, State::kUp);
 }
@@ -278,7 +308,7 @@ ucs_status_t UcxCluster::onReply(ucp_ep_h ep, const wire::Reply& r, void* data, 
   p->reply = r;
   if (r.code != 0 || r.length != len || len > (64u << 20)) {
     if (rndv) ucp_am_data_release(worker_, data);
-    complete(p, r.code != 0 ? Status::unavailable("owner answered code " + std::to_string(r.code))
+    complete(p, r.code != 0 ? refusal(r.code, peers_[p->peer]->member.address())
                             : Status::corruption("reply length mismatch"));
     return UCS_OK;
   }
@@ -353,6 +383,9 @@ Result<cache::ChunkRef> UcxCluster::fetchFrom(uint32_t node, const cache::FileId
   }
   if (!p->status.isOk()) {
     peer.fetchErrors.fetch_add(1, std::memory_order_relaxed);
+    if (p->status.code() == Status::Code::kNotFound || p->status.code() == Status::Code::kStale) {
+      peer.fetchRefused.fetch_add(1, std::memory_order_relaxed);
+    }
     return p->status;
   }
   const wire::Reply& r = p->reply;
@@ -362,10 +395,11 @@ Result<cache::ChunkRef> UcxCluster::fetchFrom(uint32_t node, const cache::FileId
     if (!p->mac.verify(r.tag, wire::kToClient, r.counter, &plain, sizeof plain, p->data.data(),
                        p->data.size())) {
       peer.fetchErrors.fetch_add(1, std::memory_order_relaxed);
-      peer.authFailures.fetch_add(1, std::memory_order_relaxed);
-      spdlog::error("cluster: reply from {} failed its MAC (forged?); reading the source",
+      peer.macFailures.fetch_add(1, std::memory_order_relaxed);
+      spdlog::error("cluster: reply from {} failed its MAC (forged or corrupted); fetching elsewhere",
                     peer.member.address());
-      return Status::corruption("reply MAC mismatch");
+      noteBadReply(peer, "reply failed its MAC");
+      return Status::corruption("reply MAC mismatch from " + peer.member.address());
     }
   }
   auto chunk = std::make_shared<cache::Chunk>();
@@ -375,6 +409,10 @@ Result<cache::ChunkRef> UcxCluster::fetchFrom(uint32_t node, const cache::FileId
   chunk->data = std::move(p->data);
   if (!chunk->verify()) {
     peer.fetchErrors.fetch_add(1, std::memory_order_relaxed);
+    peer.checksumFailures.fetch_add(1, std::memory_order_relaxed);
+    spdlog::error("cluster: reply from {} failed its checksum; fetching elsewhere",
+                  peer.member.address());
+    noteBadReply(peer, "reply failed its checksum");
     return Status::corruption("reply checksum mismatch from " + peer.member.address());
   }
   peer.fetches.fetch_add(1, std::memory_order_relaxed);
@@ -414,22 +452,68 @@ void UcxCluster::serveMain() {
     op.reply.counter = macCounter_.fetch_add(1);
     if (op.reply.code != 0) {
       asker.serveErrors.fetch_add(1, std::memory_order_relaxed);
+      if (isRefusal(op.reply.code)) {
+        // A peer naming a file outside this snapshot or another version of it.
+        const uint64_t n = asker.serveRefused.fetch_add(1, std::memory_order_relaxed) + 1;
+        if ((n & (n - 1)) == 0) {  // 1st, 2nd, 4th, ...: no log flood
+          spdlog::warn("cluster: refused node {}'s request for file {:016x} ({}; {} refused so far)",
+                       t.remote, t.req.fileId,
+                       op.reply.code == static_cast<uint32_t>(Status::Code::kStale)
+                           ? "another version" : "not in this dataset", n);
+        }
+      }
     } else {
       asker.served.fetch_add(1, std::memory_order_relaxed);
       asker.bytesServed.fetch_add(op.reply.length, std::memory_order_relaxed);
     }
-    if (integrity_ == wire::Integrity::kMac) {
+    op.reply.tag = Tag{};
+    if (op.chunk && op.chunk->size() > 0 && cfg_.fault.active() &&
+        (chunksServed_.fetch_add(1, std::memory_order_relaxed) + 1) % cfg_.fault.every == 0) {
+      op.chunk = injectFault(op.chunk, op.reply, t.mac, asker);
+    } else if (integrity_ == wire::Integrity::kMac && t.mac.valid()) {
       // Signed here, off the progress thread, with the session key the
       // progress thread copied into the task.
-      op.reply.tag = Tag{};
-      if (t.mac.valid()) {
-        op.reply.tag = t.mac.sign(wire::kToClient, op.reply.counter, &op.reply, sizeof op.reply,
-                                   op.chunk ? op.chunk->data.data() : nullptr,
-                                   op.chunk ? op.chunk->size() : 0);
-      }
+      op.reply.tag = t.mac.sign(wire::kToClient, op.reply.counter, &op.reply, sizeof op.reply,
+                                op.chunk ? op.chunk->data.data() : nullptr,
+                                op.chunk ? op.chunk->size() : 0);
     }
     post(std::move(op));
   }
+}
+
+}  // namespace epochfs::transport
+
+namespace epochfs::transport {
+
+// TEST-ONLY: see peer_fault.h. The cached chunk is never modified: the
+// corrupted bytes are a copy.
+cache::ChunkRef UcxCluster::injectFault(const cache::ChunkRef& chunk, wire::Reply& reply,
+                                        const PayloadMac& mac, Peer& asker) {
+  const bool signing = integrity_ == wire::Integrity::kMac && mac.valid();
+  auto sign = [&](const cache::Chunk& c) {
+    wire::Reply plain = reply;
+    plain.tag = Tag{};
+    return mac.sign(wire::kToClient, plain.counter, &plain, sizeof plain, c.data.data(), c.size());
+  };
+  auto bad = std::make_shared<cache::Chunk>(*chunk);
+  const uint64_t n = reply.counter;
+  bad->data[(n * 7919) % bad->size()] ^= static_cast<char>(1u << (n % 8));
+  switch (cfg_.fault.mode) {
+    case PeerFault::Mode::kMemory:  // corrupted before signing: valid MAC, stale checksum
+      if (signing) reply.tag = sign(*bad);
+      break;
+    case PeerFault::Mode::kForge:  // checksum fixed, MAC of the genuine bytes
+      bad->checksum = cache::checksum(bad->data.data(), bad->size());
+      if (signing) reply.tag = sign(*chunk);
+      reply.checksum = bad->checksum;
+      break;
+    case PeerFault::Mode::kWire:  // corrupted after signing
+    case PeerFault::Mode::kNone:
+      if (signing) reply.tag = sign(*chunk);
+      break;
+  }
+  asker.faultsInjected.fetch_add(1, std::memory_order_relaxed);
+  return bad;
 }
 
 }  // namespace epochfs::transport

@@ -1,6 +1,8 @@
 // DatasetNamespace: the snapshot of the source tree taken at mount (a
 // parallel walk), served from memory so lookups and readdir never touch the
-// source. Inode numbers are node indexes + 1 (the root is FUSE_ROOT_ID = 1).
+// source. Inode numbers are node indexes + 1 (the root is FUSE_ROOT_ID = 1),
+// numbered breadth-first in name order, so the same tree gets the same numbers
+// in every process (a restarted daemon serves the node ids the kernel holds).
 // Nodes are never removed, so an inode stays valid for the mount's lifetime
 // (FUSE forget is a no-op). Attributes may change in --revalidate mode:
 // readers copy them out under a striped lock (attr(), setAttr()).
@@ -66,6 +68,9 @@ class DatasetNamespace {
   uint64_t fileCount() const { return files_; }
   uint64_t dirCount() const { return dirs_; }
   uint64_t totalBytes() const { return bytes_; }
+  // Hash of every path and file type in inode order: equal fingerprints mean
+  // equal inode numbering.
+  uint64_t fingerprint() const;
 
  private:
   struct Node {
@@ -78,6 +83,9 @@ class DatasetNamespace {
     NodeAttr attr;
   };
   class Walker;
+  // Renumbers the nodes breadth-first in name order (the walk's threads
+  // append them in whatever order they finish).
+  void renumberCanonically();
 
   DatasetNamespace() = default;
   std::mutex& stripe(Ino ino) const { return (*stripes_)[ino % stripes_->size()]; }

@@ -1,11 +1,15 @@
 #include "fusefs/fuse_server.h"
 
+#include <poll.h>
+#include <signal.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <random>
 
 #include <spdlog/spdlog.h>
 
@@ -18,6 +22,34 @@ namespace {
 
 constexpr double kImmutableTimeout = 365.0 * 86400;  // the snapshot never changes
 constexpr size_t kMaxReadBytes = 1 << 20;            // the kernel's max read (256 pages)
+
+// Not in libfuse 3.14's headers: kernel >= 6.9 puts the requests a dead
+// worker had read back in the queue (include/uapi/linux/fuse.h).
+constexpr int32_t kNotifyResend = 7;
+// The wire headers of include/uapi/linux/fuse.h (not exported by libfuse).
+struct InHeader {
+  uint32_t len, opcode;
+  uint64_t unique, nodeid;
+  uint32_t uid, gid, pid;
+  uint16_t totalExtlen, padding;
+};
+struct OutHeader {
+  uint32_t len;
+  int32_t error;
+  uint64_t unique;
+};
+static_assert(sizeof(InHeader) == 40 && sizeof(OutHeader) == 16);
+// A FUSE_INIT replayed by a restarted worker carries this unique: the kernel
+// knows no such request and drops libfuse's reply (ENOENT).
+constexpr uint64_t kReplayUnique = 0x7ffffffffffffffeULL;
+
+// SIGUSR2 under the supervisor: end the loop for a restart (upgrade).
+std::atomic<fuse_session*> gSession{nullptr};
+volatile sig_atomic_t gRestart = 0;
+void onRestartSignal(int) {
+  gRestart = 1;
+  if (fuse_session* se = gSession.load()) fuse_session_exit(se);
+}
 
 FuseServer* self(fuse_req_t req) { return static_cast<FuseServer*>(fuse_req_userdata(req)); }
 
@@ -129,22 +161,86 @@ cache::Status FuseServer::mount(const std::string& mountpoint) {
   session_ = fuse_session_new(&args, &opsTable(), sizeof(fuse_lowlevel_ops), this);
   fuse_opt_free_args(&args);  // fuse_session_new copied what it needs
   if (session_ == nullptr) return cache::Status::invalidArgument("cannot create the FUSE session");
+  if (config_.adoptFd >= 0) {
+    const std::string fdPath = "/dev/fd/" + std::to_string(config_.adoptFd);
+    if (fuse_session_mount(session_, fdPath.c_str()) != 0) {
+      return cache::Status::ioError("cannot adopt the FUSE descriptor of " + mountpoint);
+    }
+    return replayHandshake();
+  }
   if (fuse_session_mount(session_, mountpoint.c_str()) != 0) {
     return cache::Status::ioError("cannot mount on " + mountpoint);
   }
   mounted_ = true;
+  if (!config_.supervised) return cache::Status::ok();
+  cache::Status s = handshake();
+  if (s.isOk()) mounted_ = false;  // from here on the supervisor unmounts
+  return s;
+}
+
+cache::Status FuseServer::handshake() {
+  fuse_buf buf{};
+  const int n = fuse_session_receive_buf(session_, &buf);
+  if (n <= 0) {
+    free(buf.mem);
+    return cache::Status::ioError("no FUSE_INIT from the kernel");
+  }
+  initMessage_.assign(static_cast<const char*>(buf.mem), static_cast<size_t>(n));
+  fuse_session_process_buf(session_, &buf);
+  free(buf.mem);
+  if (!initDone_ || fuse_session_exited(session_)) {
+    return cache::Status::ioError("the FUSE_INIT handshake failed");
+  }
   return cache::Status::ok();
 }
 
+cache::Status FuseServer::replayHandshake() {
+  if (config_.initMessage.size() < sizeof(InHeader)) {
+    return cache::Status::invalidArgument("no FUSE_INIT message to replay");
+  }
+  std::string msg = config_.initMessage;
+  InHeader hdr;
+  std::memcpy(&hdr, msg.data(), sizeof hdr);
+  if (hdr.len != msg.size()) return cache::Status::invalidArgument("malformed FUSE_INIT message");
+  hdr.unique = kReplayUnique;
+  std::memcpy(msg.data(), &hdr, sizeof hdr);
+  fuse_buf buf{};
+  buf.mem = msg.data();
+  buf.size = msg.size();
+  fuse_session_process_buf(session_, &buf);  // its reply goes nowhere (ENOENT)
+  if (!initDone_) return cache::Status::ioError("replaying FUSE_INIT failed");
+  // Requests the dead worker had read but not answered go back in the queue.
+  OutHeader resend{sizeof(OutHeader), kNotifyResend, 0};
+  if (write(fuse_session_fd(session_), &resend, sizeof resend) != sizeof resend) {
+    spdlog::warn("FUSE_NOTIFY_RESEND failed ({}): requests the previous worker had read "
+                 "stay unanswered until interrupted",
+                 std::strerror(errno));
+  }
+  return cache::Status::ok();
+}
+
+bool FuseServer::restartRequested() const { return gRestart != 0; }
+
 int FuseServer::loop() {
   if (fuse_set_signal_handlers(session_) != 0) return 1;
+  if (config_.supervised) {
+    gSession.store(session_);
+    struct sigaction sa {};
+    sa.sa_handler = onRestartSignal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR2, &sa, nullptr);
+  }
   fuse_loop_config* cfg = fuse_loop_cfg_create();
-  fuse_loop_cfg_set_clone_fd(cfg, 1);
+  fuse_loop_cfg_set_clone_fd(cfg, config_.supervised ? 0 : 1);
   fuse_loop_cfg_set_max_threads(cfg, config_.threads);
   fuse_loop_cfg_set_idle_threads(cfg, config_.threads);
   int rc = fuse_session_loop_mt(session_, cfg);
   fuse_loop_cfg_destroy(cfg);
   fuse_remove_signal_handlers(session_);
+  if (config_.supervised) {
+    signal(SIGUSR2, SIG_IGN);
+    gSession.store(nullptr);
+  }
   return rc;
 }
 
@@ -156,6 +252,7 @@ void FuseServer::unmount() {
 }
 
 void FuseServer::onInit(fuse_conn_info* conn) {
+  initDone_ = true;
   if (config_.revalidateSeconds == 0) {
     noOpenSupport_ = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
     if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
@@ -262,14 +359,25 @@ void FuseServer::onOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const bool changed = revalidate(ino);
   if (ns_.attr(ino).gone) return (void)fuse_reply_err(req, ENOENT);
   // Pin this open to the version it saw: its reads never mix versions.
-  auto* pinned = new cache::FileIdentity(ns_.identity(ino));
-  fi->fh = reinterpret_cast<uint64_t>(pinned);
+  {
+    std::lock_guard<std::mutex> lock(opensMu_);
+    // Random base: handles of a previous worker are not mistaken for ours.
+    if (nextFh_ == 0) nextFh_ = uint64_t{std::random_device{}()} << 24;
+    fi->fh = ++nextFh_;
+    opens_.emplace(fi->fh, ns_.identity(ino));
+  }
   fi->keep_cache = changed ? 0 : 1;
-  if (fuse_reply_open(req, fi) != 0) delete pinned;
+  if (fuse_reply_open(req, fi) != 0) {
+    std::lock_guard<std::mutex> lock(opensMu_);
+    opens_.erase(fi->fh);
+  }
 }
 
 void FuseServer::onRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<cache::FileIdentity*>(fi->fh);
+  {
+    std::lock_guard<std::mutex> lock(opensMu_);
+    opens_.erase(fi->fh);
+  }
   fuse_reply_err(req, 0);
 }
 
@@ -284,9 +392,14 @@ void FuseServer::onOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void FuseServer::onRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                         fuse_file_info* fi) {
   if (!ns_.valid(ino)) return (void)fuse_reply_err(req, ENOENT);
-  const cache::FileIdentity id = fi != nullptr && fi->fh != 0
-                                     ? *reinterpret_cast<const cache::FileIdentity*>(fi->fh)
-                                     : ns_.identity(ino);
+  cache::FileIdentity id;
+  bool pinned = false;
+  if (fi != nullptr && fi->fh != 0) {
+    std::lock_guard<std::mutex> lock(opensMu_);
+    auto it = opens_.find(fi->fh);
+    if (it != opens_.end()) id = it->second, pinned = true;
+  }
+  if (!pinned) id = ns_.identity(ino);  // zero-message open, or opened by a previous worker
   const uint64_t offset = static_cast<uint64_t>(off);
   if (size == 0 || offset >= id.size) return (void)fuse_reply_buf(req, nullptr, 0);
   const uint64_t end = std::min<uint64_t>(offset + std::min(size, kMaxReadBytes), id.size);

@@ -203,6 +203,9 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
   app.add_option("source", o.source, "Dataset directory (the source)")->required();
   app.add_option("mountpoint", o.mountpoint, "Where to mount it")->required();
   app.add_flag("-f,--foreground", o.foreground, "Stay in the foreground");
+  bool noSupervisor = false;
+  app.add_flag("--no-supervisor", noSupervisor,
+               "One process: no restart of a killed daemon, no upgrade in place");
   app.add_option("--ram-cache", ramCache, "RAM tier size (default 25% of available memory)");
   app.add_option("--cache-dir", o.cacheDir, "Directory for the disk tier (default: none)");
   app.add_option("--disk-cache", diskCache, "Disk tier size (default 50% of free space)");
@@ -270,6 +273,7 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
     return Status::invalidArgument(msg.empty() ? "bad command line" : msg);
   }
   o.given.assign(args.begin() + 1, args.end());
+  o.supervise = !noSupervisor;
 
   try {
     o.source = canonicalDir(o.source, "source");

@@ -277,7 +277,10 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
 
   try {
     o.source = canonicalDir(o.source, "source");
-    o.mountpoint = canonicalDir(o.mountpoint, "mountpoint");
+    // A restarted worker (fusefs/supervisor.h) is given the canonical path:
+    // stat() on its own mount would wait for itself.
+    const char* resumed = std::getenv("EPOCHFS_RESUME_MOUNTPOINT");
+    o.mountpoint = resumed != nullptr ? resumed : canonicalDir(o.mountpoint, "mountpoint");
     if (!o.cacheDir.empty()) o.cacheDir = canonicalDir(o.cacheDir, "cache dir");
   } catch (const std::exception& e) {
     return Status::invalidArgument(e.what());

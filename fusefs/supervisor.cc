@@ -176,6 +176,7 @@ bool Supervisor::spawnWorker() {
       setenv(kEnvFuseFd, std::to_string(fuseFd_).c_str(), 1);
       setenv(kEnvFuseInit, hexInit.c_str(), 1);
       setenv(kEnvFingerprint, fingerprint_.c_str(), 1);
+      setenv(kEnvResumeMountpoint, options_.mountpoint.c_str(), 1);
     }
     execv(exePath_.c_str(), argv.data());
     _exit(127);

@@ -64,7 +64,10 @@ std::unique_ptr<SupervisorLink> SupervisorLink::fromEnvironment() {
   if (link->fuseFd_ >= 0) fcntl(link->fuseFd_, F_SETFD, FD_CLOEXEC);
   link->initMessage_ = fromHex(envString(kEnvFuseInit));
   link->fingerprint_ = envString(kEnvFingerprint);
-  for (const char* name : {kEnvChannel, kEnvFuseFd, kEnvFuseInit, kEnvFingerprint}) unsetenv(name);
+  for (const char* name :
+       {kEnvChannel, kEnvFuseFd, kEnvFuseInit, kEnvFingerprint, kEnvResumeMountpoint}) {
+    unsetenv(name);
+  }
   return link;
 }
 

@@ -20,6 +20,9 @@ inline constexpr const char* kEnvChannel = "EPOCHFS_SUPERVISOR_FD";
 inline constexpr const char* kEnvFuseFd = "EPOCHFS_FUSE_FD";            // restarts only
 inline constexpr const char* kEnvFuseInit = "EPOCHFS_FUSE_INIT";        // hex, restarts only
 inline constexpr const char* kEnvFingerprint = "EPOCHFS_NAMESPACE_FP";  // restarts only
+// Restarts only: the canonical mountpoint, read by parseMountOptions instead
+// of resolving the path (a stat() of the mount would wait for this worker).
+inline constexpr const char* kEnvResumeMountpoint = "EPOCHFS_RESUME_MOUNTPOINT";
 
 class SupervisorLink {
  public:

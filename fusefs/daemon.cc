@@ -270,7 +270,7 @@ Status Daemon::start() {
     // The kernel holds node ids of the first snapshot: another tree would
     // give them to other files.
     namespaceChanged_ = true;
-    return Status::stale("the source tree changed since it was mounted: a new daemon "
+    return Status::stale("the source changed since it was mounted: a new daemon "
                          "cannot resume this mount");
   }
   spdlog::info("snapshot: {} files, {} dirs, {} bytes in {:.2f}s", namespace_->fileCount(),

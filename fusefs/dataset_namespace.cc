@@ -162,6 +162,7 @@ Result<DatasetNamespace> DatasetNamespace::snapshot(int rootFd, unsigned threads
   if (!s.isOk()) return s;
   if (ns.nodes_.size() >= UINT32_MAX) return Status::tooLarge("more than 4 billion entries");
   ns.renumberCanonically();
+  ns.fingerprint_ = ns.computeFingerprint();
   return ns;
 }
 
@@ -187,13 +188,18 @@ void DatasetNamespace::renumberCanonically() {
   nodes_ = std::move(renumbered);
 }
 
-uint64_t DatasetNamespace::fingerprint() const {
+uint64_t DatasetNamespace::computeFingerprint() const {
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
   for (const Node& n : nodes_) {
-    const uint32_t type = n.attr.mode & S_IFMT;
-    XXH3_64bits_update(st, &type, sizeof type);
+    // Directories' times change with their entries, which the paths cover.
+    const bool dir = S_ISDIR(n.attr.mode);
+    const uint64_t fields[] = {n.attr.mode, dir ? 0 : n.attr.size,
+                               static_cast<uint64_t>(dir ? 0 : n.attr.mtimeNs),
+                               static_cast<uint64_t>(dir ? 0 : n.attr.ctimeNs)};
+    XXH3_64bits_update(st, fields, sizeof fields);
     XXH3_64bits_update(st, n.path.data(), n.path.size() + 1);  // with the NUL
+    XXH3_64bits_update(st, n.target.data(), n.target.size() + 1);
   }
   const uint64_t h = XXH3_64bits_digest(st);
   XXH3_freeState(st);

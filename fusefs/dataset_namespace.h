@@ -68,9 +68,10 @@ class DatasetNamespace {
   uint64_t fileCount() const { return files_; }
   uint64_t dirCount() const { return dirs_; }
   uint64_t totalBytes() const { return bytes_; }
-  // Hash of every path and file type in inode order: equal fingerprints mean
-  // equal inode numbering.
-  uint64_t fingerprint() const;
+  // Hash, taken at the snapshot, of every path in inode order with its mode,
+  // size, mtime, ctime and symlink target: equal fingerprints mean the same
+  // numbering of the same versions (what a restarted daemon must find).
+  uint64_t fingerprint() const { return fingerprint_; }
 
  private:
   struct Node {
@@ -86,6 +87,7 @@ class DatasetNamespace {
   // Renumbers the nodes breadth-first in name order (the walk's threads
   // append them in whatever order they finish).
   void renumberCanonically();
+  uint64_t computeFingerprint() const;
 
   DatasetNamespace() = default;
   std::mutex& stripe(Ino ino) const { return (*stripes_)[ino % stripes_->size()]; }
@@ -94,6 +96,7 @@ class DatasetNamespace {
   std::unique_ptr<std::array<std::mutex, 64>> stripes_ =
       std::make_unique<std::array<std::mutex, 64>>();  // guard Node::attr
   uint64_t files_ = 0, dirs_ = 0, bytes_ = 0;
+  uint64_t fingerprint_ = 0;
 };
 
 NodeAttr attrFromStat(const struct stat& st);

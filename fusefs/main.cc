@@ -95,7 +95,8 @@ int runWorker(const MountOptions& options, epochfs::fusefs::SupervisorLink& link
   daemon.setSupervision(std::move(sup));
   auto started = daemon.start();
   if (!started.isOk()) {
-    spdlog::error("start: {}", started.message());
+    // With -f the supervisor prints it as the one "epochfs: error:" line.
+    if (!options.foreground) spdlog::error("start: {}", started.message());
     link.sendError(started.message());
     return daemon.namespaceChanged() ? epochfs::fusefs::kWorkerExitNamespaceChanged : 1;
   }
@@ -153,7 +154,7 @@ int main(int argc, char** argv) {
     epochfs::fusefs::Supervisor supervisor(options, std::vector<std::string>(argv, argv + argc),
                                            options.foreground ? -1 : ready[1]);
     const int rc = supervisor.run();
-    if (options.foreground && rc != 0) return fail("the daemon did not start or ended abnormally");
+    if (options.foreground && !supervisor.startError().empty()) return fail(supervisor.startError());
     return rc;
   }
   epochfs::fusefs::Daemon daemon(options);

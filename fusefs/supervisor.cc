@@ -81,9 +81,13 @@ void lazyUnmount(const std::string& path) {
   if (pid > 0) waitpid(pid, &status, 0);
 }
 
-std::string describeStatus(int status) {
-  if (WIFSIGNALED(status)) return std::string("killed by ") + strsignal(WTERMSIG(status));
-  return "exited with status " + std::to_string(WEXITSTATUS(status));
+std::string describeStatus(pid_t pid, int status) {
+  const std::string who = "worker pid " + std::to_string(pid);
+  if (WIFSIGNALED(status)) {
+    return who + " was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  }
+  return who + " exited with status " + std::to_string(WEXITSTATUS(status));
 }
 
 }  // namespace
@@ -128,6 +132,7 @@ int Supervisor::run() {
       pid_t pid;
       while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
         if (pid != worker_) continue;
+        lastPid_ = pid;
         worker_ = -1;
         if (channel_ >= 0) readChannel();  // what it said before it ended
         if (channel_ >= 0) close(channel_);
@@ -250,7 +255,7 @@ bool Supervisor::onWorkerExit(int status) {
     return false;
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == kWorkerExitNamespaceChanged) {
-    spdlog::error("supervisor: the source tree changed since the mount; the daemon cannot "
+    spdlog::error("supervisor: the source changed since the mount; a new daemon cannot "
                   "resume it: unmounting {}",
                   options_.mountpoint);
     exitCode_ = 1;
@@ -264,20 +269,21 @@ bool Supervisor::onWorkerExit(int status) {
   crashes_.push_back(now);
   while (!crashes_.empty() && now - crashes_.front() > kCrashWindow) crashes_.pop_front();
   if (crashes_.size() > static_cast<size_t>(kMaxCrashes)) {
-    spdlog::error("supervisor: the daemon {} {} times within {} s; giving up, unmounting {}",
-                  describeStatus(status), crashes_.size(), kCrashWindow.count(),
+    spdlog::error("supervisor: {}: {} abnormal ends within {} s; giving up, unmounting {}",
+                  describeStatus(lastPid_, status), crashes_.size(), kCrashWindow.count(),
                   options_.mountpoint);
     exitCode_ = 1;
     return false;
   }
-  spdlog::warn("supervisor: the daemon {}{}; restarting it on the same mount",
-               describeStatus(status), lastError_.empty() ? "" : " (" + lastError_ + ")");
+  spdlog::warn("supervisor: {}{}; restarting it on the same mount",
+               describeStatus(lastPid_, status), lastError_.empty() ? "" : " (" + lastError_ + ")");
   lastError_.clear();
   std::this_thread::sleep_for(kRestartDelay);
   return spawnWorker();
 }
 
 void Supervisor::reportStart(const std::string& message) {
+  if (message != "ok" && startError_.empty()) startError_ = message;
   if (readyFd_ < 0) return;
   ssize_t w = write(readyFd_, message.data(), message.size());
   (void)w;
@@ -306,7 +312,7 @@ void Supervisor::unmountAndClose() {
   } else if (isEpochfsMount(options_.mountpoint)) {
     lazyUnmount(options_.mountpoint);  // a worker that died between mount and hand-over
   }
-  if (!served_ && readyFd_ >= 0) reportStart("the daemon exited during start-up");
+  if (!served_ && startError_.empty()) reportStart("the daemon exited during start-up");
 }
 
 }  // namespace epochfs::fusefs

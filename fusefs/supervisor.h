@@ -32,6 +32,8 @@ class Supervisor {
 
   // Runs until the mount is gone. Returns the exit code of the process.
   int run();
+  // Why the first worker did not start ("" if it did).
+  const std::string& startError() const { return startError_; }
 
  private:
   bool spawnWorker();
@@ -52,7 +54,9 @@ class Supervisor {
   std::string initMessage_;
   std::string fingerprint_;  // of the first worker's namespace
   std::string lastError_;
+  std::string startError_;
   pid_t worker_ = -1;
+  pid_t lastPid_ = -1;  // the worker that ended last
   bool served_ = false;    // a worker reported ready at least once
   bool stopping_ = false;  // a stop signal arrived
   int exitCode_ = 0;

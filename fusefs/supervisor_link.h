@@ -14,7 +14,7 @@ namespace epochfs::fusefs {
 
 // Exit codes a worker uses to tell the supervisor what to do next.
 inline constexpr int kWorkerExitRestart = 75;           // upgrade: start the binary again
-inline constexpr int kWorkerExitNamespaceChanged = 76;  // source tree changed: cannot resume
+inline constexpr int kWorkerExitNamespaceChanged = 76;  // source changed: cannot resume
 // Environment of a worker.
 inline constexpr const char* kEnvChannel = "EPOCHFS_SUPERVISOR_FD";
 inline constexpr const char* kEnvFuseFd = "EPOCHFS_FUSE_FD";            // restarts only

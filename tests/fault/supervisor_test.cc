@@ -359,6 +359,24 @@ TEST_F(SupervisorTest, ChangedSourceTreeIsNotResumed) {
   EXPECT_TRUE(waitMounted(mnt_, false, 10)) << "the mount was left behind";
 }
 
+// Pass: a worker that cannot start (its cache dir is locked by another mount)
+// fails `epochfs` with exit 1, exactly one "epochfs: error:" line naming the
+// lock, and nothing mounted — daemonized and with -f alike.
+TEST_F(SupervisorTest, WorkerStartFailureIsOneErrorLine) {
+  auto r = mount(opts());
+  ASSERT_EQ(r.exitCode, 0) << r.describe();
+  const std::string mnt2 = root_ + "/mnt2";
+  mkdirs(mnt2);
+  for (bool foreground : {false, true}) {
+    std::vector<std::string> o = opts();
+    if (foreground) o.push_back("-f");
+    auto r2 = mountAt(src_, mnt2, o, 30);
+    EXPECT_EQ(r2.exitCode, 1) << r2.describe();
+    EXPECT_TRUE(oneEpochfsLine(r2, {"lock", "in use", "busy", "another"})) << r2.describe();
+    EXPECT_FALSE(isMounted(mnt2));
+  }
+}
+
 // Pass (--no-supervisor): SIGKILL leaves the mount answering ENOTCONN, and
 // the documented recovery command `fusermount3 -uz MOUNTPOINT` removes it so
 // the same mountpoint mounts again and serves the right bytes.

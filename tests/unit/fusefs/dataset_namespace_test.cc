@@ -64,7 +64,7 @@ TEST_F(NamespaceNumberingTest, SameTreeSameNumbersEveryTime) {
 }
 
 // Pass: numbering is breadth-first in name order (root 1, then its children
-// sorted by name), and one added file changes the fingerprint.
+// sorted by name); one added file, or one file rewritten, changes the fingerprint.
 TEST_F(NamespaceNumberingTest, BreadthFirstInNameOrderAndFingerprintSeesChanges) {
   uint64_t fp0 = 0;
   const auto n = numbering(&fp0);
@@ -76,6 +76,11 @@ TEST_F(NamespaceNumberingTest, BreadthFirstInNameOrderAndFingerprintSeesChanges)
   uint64_t fp1 = 0;
   numbering(&fp1);
   EXPECT_NE(fp1, fp0);
+  // A file rewritten in place (same path, other size) changes it too.
+  std::ofstream(fs::path(root_) / "class_3" / "img_0") << "rewritten";
+  uint64_t fp2 = 0;
+  numbering(&fp2);
+  EXPECT_NE(fp2, fp1);
 }
 
 // Pass: the FUSE_INIT message survives the hex round trip to a restarted

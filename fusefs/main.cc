@@ -101,13 +101,14 @@ int runWorker(const MountOptions& options, epochfs::fusefs::SupervisorLink& link
     return daemon.namespaceChanged() ? epochfs::fusefs::kWorkerExitNamespaceChanged : 1;
   }
   if (!link.restarted()) link.sendFuse(daemon.fuseFd(), daemon.initMessage());
-  link.sendReady(daemon.namespaceFingerprint());
-  spdlog::info("{} {} on {} (pid {})", link.restarted() ? "resumed" : "mounted", options.source,
-               options.mountpoint, getpid());
+  // The caller's stdio is released before "ready" lets the epochfs command return.
   if (!options.foreground) {
     if (chdir("/") != 0) spdlog::warn("chdir / failed");
     detachStdio();
   }
+  link.sendReady(daemon.namespaceFingerprint());
+  spdlog::info("{} {} on {} (pid {})", link.restarted() ? "resumed" : "mounted", options.source,
+               options.mountpoint, getpid());
   const int rc = daemon.run();
   spdlog::info("worker pid {} ends with {}", getpid(), rc);
   return rc;

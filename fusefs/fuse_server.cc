@@ -1,6 +1,5 @@
 #include "fusefs/fuse_server.h"
 
-#include <poll.h>
 #include <signal.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
@@ -14,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "fusefs/admin_protocol.h"
+#include "fusefs/fuse_init_replay.h"
 #include "fusefs/to_errno.h"
 
 namespace epochfs::fusefs {
@@ -22,26 +22,6 @@ namespace {
 
 constexpr double kImmutableTimeout = 365.0 * 86400;  // the snapshot never changes
 constexpr size_t kMaxReadBytes = 1 << 20;            // the kernel's max read (256 pages)
-
-// Not in libfuse 3.14's headers: kernel >= 6.9 puts the requests a dead
-// worker had read back in the queue (include/uapi/linux/fuse.h).
-constexpr int32_t kNotifyResend = 7;
-// The wire headers of include/uapi/linux/fuse.h (not exported by libfuse).
-struct InHeader {
-  uint32_t len, opcode;
-  uint64_t unique, nodeid;
-  uint32_t uid, gid, pid;
-  uint16_t totalExtlen, padding;
-};
-struct OutHeader {
-  uint32_t len;
-  int32_t error;
-  uint64_t unique;
-};
-static_assert(sizeof(InHeader) == 40 && sizeof(OutHeader) == 16);
-// A FUSE_INIT replayed by a restarted worker carries this unique: the kernel
-// knows no such request and drops libfuse's reply (ENOENT).
-constexpr uint64_t kReplayUnique = 0x7ffffffffffffffeULL;
 
 // SIGUSR2 under the supervisor: end the loop for a restart (upgrade).
 std::atomic<fuse_session*> gSession{nullptr};
@@ -179,15 +159,9 @@ cache::Status FuseServer::mount(const std::string& mountpoint) {
 }
 
 cache::Status FuseServer::handshake() {
-  fuse_buf buf{};
-  const int n = fuse_session_receive_buf(session_, &buf);
-  if (n <= 0) {
-    free(buf.mem);
-    return cache::Status::ioError("no FUSE_INIT from the kernel");
-  }
-  initMessage_.assign(static_cast<const char*>(buf.mem), static_cast<size_t>(n));
-  fuse_session_process_buf(session_, &buf);
-  free(buf.mem);
+  auto msg = FuseInitReplay::receive(session_);
+  if (!msg.isOk()) return msg.status();
+  initMessage_ = std::move(msg).value();
   if (!initDone_ || fuse_session_exited(session_)) {
     return cache::Status::ioError("the FUSE_INIT handshake failed");
   }
@@ -195,25 +169,12 @@ cache::Status FuseServer::handshake() {
 }
 
 cache::Status FuseServer::replayHandshake() {
-  if (config_.initMessage.size() < sizeof(InHeader)) {
-    return cache::Status::invalidArgument("no FUSE_INIT message to replay");
-  }
-  std::string msg = config_.initMessage;
-  InHeader hdr;
-  std::memcpy(&hdr, msg.data(), sizeof hdr);
-  if (hdr.len != msg.size()) return cache::Status::invalidArgument("malformed FUSE_INIT message");
-  hdr.unique = kReplayUnique;
-  std::memcpy(msg.data(), &hdr, sizeof hdr);
-  fuse_buf buf{};
-  buf.mem = msg.data();
-  buf.size = msg.size();
-  fuse_session_process_buf(session_, &buf);  // its reply goes nowhere (ENOENT)
+  cache::Status s = FuseInitReplay::replay(session_, config_.initMessage);
+  if (!s.isOk()) return s;
   if (!initDone_) return cache::Status::ioError("replaying FUSE_INIT failed");
-  // Requests the dead worker had read but not answered go back in the queue.
-  OutHeader resend{sizeof(OutHeader), kNotifyResend, 0};
-  if (write(fuse_session_fd(session_), &resend, sizeof resend) != sizeof resend) {
+  if (!FuseInitReplay::requeueUnanswered(session_)) {
     spdlog::warn("FUSE_NOTIFY_RESEND failed ({}): requests the previous worker had read "
-                 "stay unanswered until interrupted",
+                 "stay unanswered",
                  std::strerror(errno));
   }
   return cache::Status::ok();

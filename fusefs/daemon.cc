@@ -18,6 +18,7 @@
 #include "fusefs/admin_protocol.h"
 #include "fusefs/admin_paths.h"
 #include "fusefs/plan_builder.h"
+#include "fusefs/supervisor_link.h"
 #include "transport/membership.h"
 #include "transport/peer_auth.h"
 #include "prefetch/image_folder_samples.h"
@@ -275,6 +276,14 @@ Status Daemon::start() {
   namespace_ = std::make_unique<DatasetNamespace>(std::move(ns).value());
   snapshotSeconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (supervision_ && !supervision_->expectedFingerprint.empty() &&
+      supervision_->expectedFingerprint != namespaceFingerprint()) {
+    // The kernel holds node ids of the first snapshot: another tree would
+    // give them to other files.
+    namespaceChanged_ = true;
+    return Status::stale("the source changed since it was mounted: a new daemon "
+                         "cannot resume this mount");
+  }
   spdlog::info("snapshot: {} files, {} dirs, {} bytes in {:.2f}s", namespace_->fileCount(),
                namespace_->dirCount(), namespace_->totalBytes(), snapshotSeconds_);
 
@@ -352,6 +361,25 @@ Status Daemon::start() {
     auth->requireReader(session);
     return placementJson(req.value("start", uint64_t{0}), req.value("count", uint64_t{1000}));
   });
+  if (supervision_) {
+    // `epochctl upgrade`: the supervisor starts the binary on disk again.
+    admin_.handle("upgrade", [auth = std::make_shared<AdminAuth>(*namespace_, geteuid(),
+                                                                 options_.adminGid)](
+                                 const json&, AdminSession& session) {
+      auth->requireAdmin(session);
+      spdlog::info("admin: upgrade requested by uid {}", session.caller.uid);
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the reply first
+        kill(getpid(), SIGUSR2);
+      }).detach();
+      return json{{"restarting", getpid()}};
+    });
+  } else {
+    admin_.handle("upgrade", [](const json&, AdminSession&) -> json {
+      throw AdminError::unavailable(
+          "this mount runs without a supervisor (--no-supervisor): unmount and mount again");
+    });
+  }
   s = admin_.start(socketPath);
   if (!s.isOk()) return s;
   if (options_.metricsPort >= 0) {
@@ -367,6 +395,11 @@ Status Daemon::start() {
   fc.allowOther = options_.allowOther;
   fc.fsname = "epochfs";
   fc.adminSocketPath = socketPath;
+  if (supervision_) {
+    fc.supervised = true;
+    fc.adoptFd = supervision_->adoptFd;
+    fc.initMessage = supervision_->initMessage;
+  }
   fuse_ = std::make_unique<FuseServer>(fc, *namespace_, *cache_, *source_, prefetcher_.get());
   return fuse_->mount(options_.mountpoint);
 }
@@ -389,12 +422,22 @@ static void raiseKernelReadAhead(const std::string& mountpoint) {
   }
 }
 
+const std::string& Daemon::initMessage() const {
+  static const std::string none;
+  return fuse_ ? fuse_->initMessage() : none;
+}
+
+std::string Daemon::namespaceFingerprint() const {
+  return namespace_ ? fmt::format("{:016x}", namespace_->fingerprint()) : "";
+}
+
 int Daemon::run() {
   raiseKernelReadAhead(options_.mountpoint);
   int rc = fuse_->loop();
   if (metricsHttp_) metricsHttp_->stop();
   admin_.stop();
-  fuse_->unmount();
+  fuse_->unmount();  // a no-op when supervised: the supervisor owns the mount
+  if (fuse_->restartRequested()) return kWorkerExitRestart;
   // libfuse reports the signal that ended the loop; SIGTERM/SIGINT/SIGHUP are
   // a clean unmount.
   return rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP ? 0 : 1;

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <thread>
 #include <memory>
+#include <optional>
+#include <string>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -32,12 +34,26 @@ class Daemon {
   explicit Daemon(MountOptions options);
   ~Daemon();
 
+  // Running as a supervisor's worker (fusefs/supervisor.h); set before start().
+  struct Supervision {
+    int adoptFd = -1;                 // a restart: the mount's /dev/fuse descriptor
+    std::string initMessage;          // a restart: the kernel's FUSE_INIT to replay
+    std::string expectedFingerprint;  // a restart: the first worker's namespace
+  };
+  void setSupervision(Supervision s) { supervision_ = std::move(s); }
+
   // Snapshots the source, opens the tiers, mounts and starts the admin
   // socket. On success the mount is in place; run() serves it.
   cache::Status start();
   // Serves until unmounted or signalled, then unmounts. Returns the exit code.
   int run();
 
+  // After start(), supervised only: what the supervisor keeps of the mount.
+  int fuseFd() const { return fuse_ ? fuse_->fuseFd() : -1; }
+  const std::string& initMessage() const;
+  std::string namespaceFingerprint() const;
+  // start() failed because the source tree is not the one the mount showed.
+  bool namespaceChanged() const { return namespaceChanged_; }
 
  private:
   cache::Status openTiers();
@@ -47,6 +63,8 @@ class Daemon {
 
 
   MountOptions options_;
+  std::optional<Supervision> supervision_;
+  bool namespaceChanged_ = false;
   std::chrono::steady_clock::time_point startedAt_;
   uint64_t datasetId_ = 0;
   double snapshotSeconds_ = 0;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <spdlog/spdlog.h>
+#include <xxhash.h>
 
 namespace epochfs::fusefs {
 
@@ -160,7 +161,49 @@ Result<DatasetNamespace> DatasetNamespace::snapshot(int rootFd, unsigned threads
   Status s = walker.run(std::max(1u, threads));
   if (!s.isOk()) return s;
   if (ns.nodes_.size() >= UINT32_MAX) return Status::tooLarge("more than 4 billion entries");
+  ns.renumberCanonically();
+  ns.fingerprint_ = ns.computeFingerprint();
   return ns;
+}
+
+void DatasetNamespace::renumberCanonically() {
+  // Breadth-first from the root over children sorted by name: the order
+  // depends only on the tree.
+  std::vector<uint32_t> order;  // new index -> old inode
+  order.reserve(nodes_.size());
+  order.push_back(1);
+  for (size_t i = 0; i < order.size(); ++i) {
+    for (uint32_t kid : nodes_[order[i] - 1].children) order.push_back(kid);
+  }
+  std::vector<uint32_t> newIno(nodes_.size() + 1, 0);  // old inode -> new inode
+  for (size_t i = 0; i < order.size(); ++i) newIno[order[i]] = static_cast<uint32_t>(i + 1);
+  std::vector<Node> renumbered;
+  renumbered.reserve(order.size());
+  for (uint32_t old : order) {
+    Node n = std::move(nodes_[old - 1]);
+    n.parent = newIno[n.parent];
+    for (uint32_t& kid : n.children) kid = newIno[kid];
+    renumbered.push_back(std::move(n));
+  }
+  nodes_ = std::move(renumbered);
+}
+
+uint64_t DatasetNamespace::computeFingerprint() const {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  for (const Node& n : nodes_) {
+    // Directories' times change with their entries, which the paths cover.
+    const bool dir = S_ISDIR(n.attr.mode);
+    const uint64_t fields[] = {n.attr.mode, dir ? 0 : n.attr.size,
+                               static_cast<uint64_t>(dir ? 0 : n.attr.mtimeNs),
+                               static_cast<uint64_t>(dir ? 0 : n.attr.ctimeNs)};
+    XXH3_64bits_update(st, fields, sizeof fields);
+    XXH3_64bits_update(st, n.path.data(), n.path.size() + 1);  // with the NUL
+    XXH3_64bits_update(st, n.target.data(), n.target.size() + 1);
+  }
+  const uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return h;
 }
 
 DatasetNamespace::Ino DatasetNamespace::lookup(Ino parent, std::string_view name) const {

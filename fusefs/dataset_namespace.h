@@ -1,6 +1,8 @@
 // DatasetNamespace: the snapshot of the source tree taken at mount (a
 // parallel walk), served from memory so lookups and readdir never touch the
-// source. Inode numbers are node indexes + 1 (the root is FUSE_ROOT_ID = 1).
+// source. Inode numbers are node indexes + 1 (the root is FUSE_ROOT_ID = 1),
+// numbered breadth-first in name order, so the same tree gets the same numbers
+// in every process (a restarted daemon serves the node ids the kernel holds).
 // Nodes are never removed, so an inode stays valid for the mount's lifetime
 // (FUSE forget is a no-op). Attributes may change in --revalidate mode:
 // readers copy them out under a striped lock (attr(), setAttr()).
@@ -66,6 +68,10 @@ class DatasetNamespace {
   uint64_t fileCount() const { return files_; }
   uint64_t dirCount() const { return dirs_; }
   uint64_t totalBytes() const { return bytes_; }
+  // Hash, taken at the snapshot, of every path in inode order with its mode,
+  // size, mtime, ctime and symlink target: equal fingerprints mean the same
+  // numbering of the same versions (what a restarted daemon must find).
+  uint64_t fingerprint() const { return fingerprint_; }
 
  private:
   struct Node {
@@ -78,6 +84,10 @@ class DatasetNamespace {
     NodeAttr attr;
   };
   class Walker;
+  // Renumbers the nodes breadth-first in name order (the walk's threads
+  // append them in whatever order they finish).
+  void renumberCanonically();
+  uint64_t computeFingerprint() const;
 
   DatasetNamespace() = default;
   std::mutex& stripe(Ino ino) const { return (*stripes_)[ino % stripes_->size()]; }
@@ -86,6 +96,7 @@ class DatasetNamespace {
   std::unique_ptr<std::array<std::mutex, 64>> stripes_ =
       std::make_unique<std::array<std::mutex, 64>>();  // guard Node::attr
   uint64_t files_ = 0, dirs_ = 0, bytes_ = 0;
+  uint64_t fingerprint_ = 0;
 };
 
 NodeAttr attrFromStat(const struct stat& st);

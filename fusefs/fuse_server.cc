@@ -1,15 +1,19 @@
 #include "fusefs/fuse_server.h"
 
+#include <signal.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <random>
 
 #include <spdlog/spdlog.h>
 
 #include "fusefs/admin_protocol.h"
+#include "fusefs/fuse_init_replay.h"
 #include "fusefs/to_errno.h"
 
 namespace epochfs::fusefs {
@@ -18,6 +22,14 @@ namespace {
 
 constexpr double kImmutableTimeout = 365.0 * 86400;  // the snapshot never changes
 constexpr size_t kMaxReadBytes = 1 << 20;            // the kernel's max read (256 pages)
+
+// SIGUSR2 under the supervisor: end the loop for a restart (upgrade).
+std::atomic<fuse_session*> gSession{nullptr};
+volatile sig_atomic_t gRestart = 0;
+void onRestartSignal(int) {
+  gRestart = 1;
+  if (fuse_session* se = gSession.load()) fuse_session_exit(se);
+}
 
 FuseServer* self(fuse_req_t req) { return static_cast<FuseServer*>(fuse_req_userdata(req)); }
 
@@ -130,22 +142,67 @@ cache::Status FuseServer::mount(const std::string& mountpoint) {
   session_ = fuse_session_new(&args, &opsTable(), sizeof(fuse_lowlevel_ops), this);
   fuse_opt_free_args(&args);  // fuse_session_new copied what it needs
   if (session_ == nullptr) return cache::Status::invalidArgument("cannot create the FUSE session");
+  if (config_.adoptFd >= 0) {
+    const std::string fdPath = "/dev/fd/" + std::to_string(config_.adoptFd);
+    if (fuse_session_mount(session_, fdPath.c_str()) != 0) {
+      return cache::Status::ioError("cannot adopt the FUSE descriptor of " + mountpoint);
+    }
+    return replayHandshake();
+  }
   if (fuse_session_mount(session_, mountpoint.c_str()) != 0) {
     return cache::Status::ioError("cannot mount on " + mountpoint);
   }
   mounted_ = true;
+  if (!config_.supervised) return cache::Status::ok();
+  cache::Status s = handshake();
+  if (s.isOk()) mounted_ = false;  // from here on the supervisor unmounts
+  return s;
+}
+
+cache::Status FuseServer::handshake() {
+  auto msg = FuseInitReplay::receive(session_);
+  if (!msg.isOk()) return msg.status();
+  initMessage_ = std::move(msg).value();
+  if (!initDone_ || fuse_session_exited(session_)) {
+    return cache::Status::ioError("the FUSE_INIT handshake failed");
+  }
   return cache::Status::ok();
 }
 
+cache::Status FuseServer::replayHandshake() {
+  cache::Status s = FuseInitReplay::replay(session_, config_.initMessage);
+  if (!s.isOk()) return s;
+  if (!initDone_) return cache::Status::ioError("replaying FUSE_INIT failed");
+  if (!FuseInitReplay::requeueUnanswered(session_)) {
+    spdlog::warn("FUSE_NOTIFY_RESEND failed ({}): requests the previous worker had read "
+                 "stay unanswered",
+                 std::strerror(errno));
+  }
+  return cache::Status::ok();
+}
+
+bool FuseServer::restartRequested() const { return gRestart != 0; }
+
 int FuseServer::loop() {
   if (fuse_set_signal_handlers(session_) != 0) return 1;
+  if (config_.supervised) {
+    gSession.store(session_);
+    struct sigaction sa {};
+    sa.sa_handler = onRestartSignal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR2, &sa, nullptr);
+  }
   fuse_loop_config* cfg = fuse_loop_cfg_create();
-  fuse_loop_cfg_set_clone_fd(cfg, 1);
+  fuse_loop_cfg_set_clone_fd(cfg, config_.supervised ? 0 : 1);
   fuse_loop_cfg_set_max_threads(cfg, config_.threads);
   fuse_loop_cfg_set_idle_threads(cfg, config_.threads);
   int rc = fuse_session_loop_mt(session_, cfg);
   fuse_loop_cfg_destroy(cfg);
   fuse_remove_signal_handlers(session_);
+  if (config_.supervised) {
+    signal(SIGUSR2, SIG_IGN);
+    gSession.store(nullptr);
+  }
   return rc;
 }
 
@@ -157,6 +214,7 @@ void FuseServer::unmount() {
 }
 
 void FuseServer::onInit(fuse_conn_info* conn) {
+  initDone_ = true;
   if (config_.revalidateSeconds == 0) {
     noOpenSupport_ = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
     if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
@@ -270,14 +328,25 @@ void FuseServer::onOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       changed || (stalePages_ && stalePages_[ino].exchange(false, std::memory_order_acq_rel));
   if (ns_.attr(ino).gone) return (void)fuse_reply_err(req, ENOENT);
   // Pin this open to the version it saw: its reads never mix versions.
-  auto* pinned = new cache::FileIdentity(ns_.identity(ino));
-  fi->fh = reinterpret_cast<uint64_t>(pinned);
+  {
+    std::lock_guard<std::mutex> lock(opensMu_);
+    // Random base: handles of a previous worker are not mistaken for ours.
+    if (nextFh_ == 0) nextFh_ = uint64_t{std::random_device{}()} << 24;
+    fi->fh = ++nextFh_;
+    opens_.emplace(fi->fh, ns_.identity(ino));
+  }
   fi->keep_cache = dropPages ? 0 : 1;
-  if (fuse_reply_open(req, fi) != 0) delete pinned;
+  if (fuse_reply_open(req, fi) != 0) {
+    std::lock_guard<std::mutex> lock(opensMu_);
+    opens_.erase(fi->fh);
+  }
 }
 
 void FuseServer::onRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<cache::FileIdentity*>(fi->fh);
+  {
+    std::lock_guard<std::mutex> lock(opensMu_);
+    opens_.erase(fi->fh);
+  }
   fuse_reply_err(req, 0);
 }
 
@@ -292,9 +361,14 @@ void FuseServer::onOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void FuseServer::onRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                         fuse_file_info* fi) {
   if (!ns_.valid(ino)) return (void)fuse_reply_err(req, ENOENT);
-  const cache::FileIdentity id = fi != nullptr && fi->fh != 0
-                                     ? *reinterpret_cast<const cache::FileIdentity*>(fi->fh)
-                                     : ns_.identity(ino);
+  cache::FileIdentity id;
+  bool pinned = false;
+  if (fi != nullptr && fi->fh != 0) {
+    std::lock_guard<std::mutex> lock(opensMu_);
+    auto it = opens_.find(fi->fh);
+    if (it != opens_.end()) id = it->second, pinned = true;
+  }
+  if (!pinned) id = ns_.identity(ino);  // zero-message open, or opened by a previous worker
   const uint64_t offset = static_cast<uint64_t>(off);
   if (size == 0 || offset >= id.size) return (void)fuse_reply_buf(req, nullptr, 0);
   const uint64_t end = std::min<uint64_t>(offset + std::min(size, kMaxReadBytes), id.size);

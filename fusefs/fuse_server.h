@@ -19,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "cache/chunk_cache.h"
@@ -37,6 +38,15 @@ class FuseServer {
     std::string fsname;  // shown in /proc/mounts
     std::string adminSocketPath;  // advertised via the xattr on the root
     uint32_t readAheadChunks = 16;  // chunks read ahead of a sequential reader (0: off)
+    // Under the supervisor (docs/ARCHITECTURE.md "Processes"): one /dev/fuse
+    // descriptor shared with the supervisor (no cloned descriptors: requests
+    // read on a clone die with it), and the supervisor owns the unmount.
+    bool supervised = false;
+    // A restarted worker: serve this already-initialised /dev/fuse descriptor
+    // instead of mounting, replaying `initMessage` (the kernel's FUSE_INIT of
+    // the first worker) so libfuse negotiates the same connection.
+    int adoptFd = -1;
+    std::string initMessage;
   };
 
   // `prefetcher` (may be null) is told of every read, to track the readers'
@@ -45,12 +55,17 @@ class FuseServer {
              cache::Source& source, prefetch::Prefetcher* prefetcher);
   ~FuseServer();
 
-  // Creates the session and mounts it; the kernel answers accesses once
-  // loop() runs.
+  // Creates the session and mounts it (or adopts Config::adoptFd); the kernel
+  // answers accesses once loop() runs. When supervised, the FUSE_INIT
+  // handshake is done here and its message kept (initMessage()).
   cache::Status mount(const std::string& mountpoint);
-  // Serves until unmounted or a signal (SIGTERM, SIGINT, SIGHUP) arrives.
+  // Serves until unmounted or a signal (SIGTERM, SIGINT, SIGHUP) arrives;
+  // when supervised, SIGUSR2 also ends it, with restartRequested() set.
   int loop();
   void unmount();
+  int fuseFd() const { return session_ != nullptr ? fuse_session_fd(session_) : -1; }
+  const std::string& initMessage() const { return initMessage_; }
+  bool restartRequested() const;
 
   // Callbacks (public for the ops table only).
   void onInit(fuse_conn_info* conn);
@@ -74,6 +89,8 @@ class FuseServer {
   // kernel pages scheduled for invalidation).
   bool revalidate(fuse_ino_t ino);
   void invalidationLoop();
+  cache::Status handshake();      // reads and answers the kernel's FUSE_INIT
+  cache::Status replayHandshake();  // a restart: FUSE_INIT again, then resend
   // Sequential reader of a multi-chunk file: read ahead of it.
   void maybeReadAhead(fuse_ino_t ino, const cache::FileIdentity& id, uint32_t first, uint32_t last);
 
@@ -85,6 +102,14 @@ class FuseServer {
   fuse_session* session_ = nullptr;
   bool mounted_ = false;
   bool noOpenSupport_ = false;
+  bool initDone_ = false;  // onInit ran
+  std::string initMessage_;
+  // --revalidate mode: the version each open pinned, by file handle. A table,
+  // not a pointer in fh: after a restart the kernel still holds the old
+  // worker's handles (unknown ones read the current version).
+  std::mutex opensMu_;
+  std::unordered_map<uint64_t, cache::FileIdentity> opens_;
+  uint64_t nextFh_ = 0;
   // --revalidate mode only: steady-clock ns of each inode's last source check.
   std::unique_ptr<std::atomic<int64_t>[]> checkedAt_;
   // --revalidate mode only: the file changed and no open has made the kernel

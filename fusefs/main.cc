@@ -1,6 +1,10 @@
 // epochfs SOURCE MOUNTPOINT [options]: mounts SOURCE read-only at MOUNTPOINT.
 // Daemonizes by default and exits 0 only once the mount is ready; any failure
 // exits 1 with one line "epochfs: error: REASON" on stderr.
+// Processes (docs/ARCHITECTURE.md): by default the daemonized child is a
+// Supervisor that runs this binary again as the worker serving the mount
+// (started with the SupervisorLink environment); --no-supervisor serves in
+// the daemonized child itself.
 #define FUSE_USE_VERSION 312
 #include <fcntl.h>
 #include <fuse_log.h>
@@ -10,6 +14,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -18,6 +23,8 @@
 
 #include "fusefs/daemon.h"
 #include "fusefs/mount_options.h"
+#include "fusefs/supervisor.h"
+#include "fusefs/supervisor_link.h"
 
 namespace {
 
@@ -75,6 +82,38 @@ void detachStdio() {
   close(null);
 }
 
+// A supervisor's worker: serves the mount (mounting it, or resuming the one
+// the supervisor holds) and reports to the supervisor instead of a pipe.
+int runWorker(const MountOptions& options, epochfs::fusefs::SupervisorLink& link) {
+  using epochfs::fusefs::Daemon;
+  setupLogging(options);
+  Daemon daemon(options);
+  Daemon::Supervision sup;
+  sup.adoptFd = link.fuseFd();
+  sup.initMessage = link.initMessage();
+  sup.expectedFingerprint = link.expectedFingerprint();
+  daemon.setSupervision(std::move(sup));
+  auto started = daemon.start();
+  if (!started.isOk()) {
+    // With -f the supervisor prints it as the one "epochfs: error:" line.
+    if (!options.foreground) spdlog::error("start: {}", started.message());
+    link.sendError(started.message());
+    return daemon.namespaceChanged() ? epochfs::fusefs::kWorkerExitNamespaceChanged : 1;
+  }
+  if (!link.restarted()) link.sendFuse(daemon.fuseFd(), daemon.initMessage());
+  // The caller's stdio is released before "ready" lets the epochfs command return.
+  if (!options.foreground) {
+    if (chdir("/") != 0) spdlog::warn("chdir / failed");
+    detachStdio();
+  }
+  link.sendReady(daemon.namespaceFingerprint());
+  spdlog::info("{} {} on {} (pid {})", link.restarted() ? "resumed" : "mounted", options.source,
+               options.mountpoint, getpid());
+  const int rc = daemon.run();
+  spdlog::info("worker pid {} ends with {}", getpid(), rc);
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,6 +122,10 @@ int main(int argc, char** argv) {
   if (exitNow) return 0;
   if (!parsed.isOk()) return fail(parsed.status().message());
   MountOptions options = std::move(parsed).value();
+  if (auto link = epochfs::fusefs::SupervisorLink::fromEnvironment()) {
+    raiseFileLimit();
+    return runWorker(options, *link);
+  }
   if (auto s = epochfs::fusefs::checkMountable(options); !s.isOk()) return fail(s.message());
   raiseFileLimit();
 
@@ -107,6 +150,14 @@ int main(int argc, char** argv) {
   }
 
   setupLogging(options);
+  if (options.supervise) {
+    // The supervisor forks the workers: it starts no threads of its own.
+    epochfs::fusefs::Supervisor supervisor(options, std::vector<std::string>(argv, argv + argc),
+                                           options.foreground ? -1 : ready[1]);
+    const int rc = supervisor.run();
+    if (options.foreground && !supervisor.startError().empty()) return fail(supervisor.startError());
+    return rc;
+  }
   epochfs::fusefs::Daemon daemon(options);
   auto started = daemon.start();
   if (!started.isOk()) {

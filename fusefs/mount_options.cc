@@ -203,6 +203,9 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
   app.add_option("source", o.source, "Dataset directory (the source)")->required();
   app.add_option("mountpoint", o.mountpoint, "Where to mount it")->required();
   app.add_flag("-f,--foreground", o.foreground, "Stay in the foreground");
+  bool noSupervisor = false;
+  app.add_flag("--no-supervisor", noSupervisor,
+               "One process: no restart of a killed daemon, no upgrade in place");
   app.add_option("--ram-cache", ramCache, "RAM tier size (default 25% of available memory)");
   app.add_option("--cache-dir", o.cacheDir, "Directory for the disk tier (default: none)");
   app.add_option("--disk-cache", diskCache, "Disk tier size (default 50% of free space)");
@@ -270,10 +273,14 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
     return Status::invalidArgument(msg.empty() ? "bad command line" : msg);
   }
   o.given.assign(args.begin() + 1, args.end());
+  o.supervise = !noSupervisor;
 
   try {
     o.source = canonicalDir(o.source, "source");
-    o.mountpoint = canonicalDir(o.mountpoint, "mountpoint");
+    // A restarted worker (fusefs/supervisor.h) is given the canonical path:
+    // stat() on its own mount would wait for itself.
+    const char* resumed = std::getenv("EPOCHFS_RESUME_MOUNTPOINT");
+    o.mountpoint = resumed != nullptr ? resumed : canonicalDir(o.mountpoint, "mountpoint");
     if (!o.cacheDir.empty()) o.cacheDir = canonicalDir(o.cacheDir, "cache dir");
   } catch (const std::exception& e) {
     return Status::invalidArgument(e.what());

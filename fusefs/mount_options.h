@@ -19,6 +19,9 @@ struct MountOptions {
   std::string source;      // absolute, canonical
   std::string mountpoint;  // absolute, canonical
   bool foreground = false;
+  // A supervisor process keeps the mount and restarts a killed daemon
+  // (docs/RELIABILITY.md "Recovering a mount"); false: --no-supervisor.
+  bool supervise = true;
   uint64_t ramCacheBytes = 0;  // resolved (default: 25% of the memory available)
   std::string cacheDir;        // empty: no disk tier
   uint64_t diskCacheBytes = 0;  // resolved when cacheDir is set

@@ -53,7 +53,9 @@ TEST_F(ClusterMountTest, KilledAndFrozenPeersLoseNoRead) {
   makeDataset(120);
   const double deadline = 1.0;
   // RAM for a third of the data: later epochs need the owners again.
-  ASSERT_TRUE(startCluster(4, datasetBytes() / 3, {"--peer-timeout", "1000"}));
+  // --no-supervisor: the killed peer must stay dead (a supervisor would
+  // restart it; tests/fault/supervisor_test.cc covers that).
+  ASSERT_TRUE(startCluster(4, datasetBytes() / 3, {"--peer-timeout", "1000", "--no-supervisor"}));
   const pid_t victim = daemonPid(mnts_[3]), frozen = daemonPid(mnts_[2]);
   ASSERT_GT(victim, 0);
   ASSERT_GT(frozen, 0);

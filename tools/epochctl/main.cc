@@ -5,10 +5,12 @@
 // denied; the reason is one line on stderr.
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -57,6 +59,30 @@ std::vector<uint64_t> parseSizes(const std::string& list) {
 }
 
 }  // namespace
+
+// `epochctl upgrade`: the worker exits for the supervisor to start the binary
+// on disk again; waits until a new daemon answers "status" (60 s).
+static json upgradeDaemon(ctl::AdminClient& client, const std::string& mountpoint,
+                          const std::string& socket) {
+  const json asked = client.call({{"cmd", "upgrade"}});
+  const int64_t old = asked.value("restarting", int64_t{0});
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    try {
+      ctl::AdminClient fresh(mountpoint, socket);
+      json st = fresh.call({{"cmd", "status"}});
+      const int64_t pid = st.value("pid", int64_t{0});
+      if (pid != 0 && pid != old) {
+        return json{{"ok", true}, {"old_pid", old}, {"pid", pid},
+                    {"version", st.value("version", std::string())}};
+      }
+    } catch (const ctl::CtlError&) {
+      // between the two daemons: the socket is gone or not yet listening
+    }
+  }
+  throw ctl::CtlError("no new daemon answered within 60 s after the upgrade request");
+}
 
 // `epochctl peers`: one line per cluster member.
 static std::string formatPeers(const json& r) {
@@ -108,7 +134,10 @@ int main(int argc, char** argv) {
   auto* mrc = app.add_subcommand("mrc", "Miss-ratio curve: hit ratio by cache size, LRU vs order-aware");
   auto* peers = app.add_subcommand("peers", "Cluster members (when clustered)");
   auto* unmount = app.add_subcommand("unmount", "Unmount and stop the daemon");
-  for (auto* sub : {status, stats, refresh, ls, warm, evict, order, metrics, mrc, peers, unmount}) {
+  auto* upgrade = app.add_subcommand(
+      "upgrade", "Restart the daemon from the binary on disk, without unmounting (supervisor)");
+  for (auto* sub :
+       {status, stats, refresh, ls, warm, evict, order, metrics, mrc, peers, unmount, upgrade}) {
     sub->add_option("mountpoint", mountpoint, "An epochfs mountpoint")->required();
     sub->add_flag("--json", asJson, "Machine-readable output");
     sub->add_option("--socket", socket, "Admin socket (default: from the mount's xattr)");
@@ -205,6 +234,10 @@ int main(int argc, char** argv) {
     } else if (cmd == "refresh") {
       reply = client.call({{"cmd", "refresh"}}, 3600);
       text = ctl::formatRefresh(reply);
+    } else if (cmd == "upgrade") {
+      reply = upgradeDaemon(client, mountpoint, socket);
+      text = "upgraded: pid " + std::to_string(reply.value("old_pid", 0)) + " -> " +
+             std::to_string(reply.value("pid", 0)) + " (" + reply.value("version", "") + ")\n";
     } else if (cmd == "unmount") {
       reply = client.call({{"cmd", "unmount"}});
       text = "unmounting " + reply.value("unmounting", mountpoint) + "\n";

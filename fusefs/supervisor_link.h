@@ -1,0 +1,56 @@
+// SupervisorLink: the worker's side of the supervisor protocol
+// (docs/ARCHITECTURE.md "Processes"). The supervisor starts each worker with
+// the environment variables below; the worker reports over a SOCK_SEQPACKET
+// socket: "fuse" + its /dev/fuse descriptor (SCM_RIGHTS) and the kernel's
+// FUSE_INIT message, once mounted; "ready" + its namespace fingerprint once
+// serving; "error" + a one-line reason if start-up fails.
+// Thread-safety: not thread-safe; used by main() only.
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace epochfs::fusefs {
+
+// Exit codes a worker uses to tell the supervisor what to do next.
+inline constexpr int kWorkerExitRestart = 75;           // upgrade: start the binary again
+inline constexpr int kWorkerExitNamespaceChanged = 76;  // source changed: cannot resume
+// Environment of a worker.
+inline constexpr const char* kEnvChannel = "EPOCHFS_SUPERVISOR_FD";
+inline constexpr const char* kEnvFuseFd = "EPOCHFS_FUSE_FD";            // restarts only
+inline constexpr const char* kEnvFuseInit = "EPOCHFS_FUSE_INIT";        // hex, restarts only
+inline constexpr const char* kEnvFingerprint = "EPOCHFS_NAMESPACE_FP";  // restarts only
+// Restarts only: the canonical mountpoint, read by parseMountOptions instead
+// of resolving the path (a stat() of the mount would wait for this worker).
+inline constexpr const char* kEnvResumeMountpoint = "EPOCHFS_RESUME_MOUNTPOINT";
+
+class SupervisorLink {
+ public:
+  // The link of a worker started by a supervisor, or null in a plain process.
+  // Consumes (unsets) the environment variables.
+  static std::unique_ptr<SupervisorLink> fromEnvironment();
+  ~SupervisorLink();
+
+  bool restarted() const { return fuseFd_ >= 0; }
+  int fuseFd() const { return fuseFd_; }                       // -1: mount yourself
+  const std::string& initMessage() const { return initMessage_; }
+  const std::string& expectedFingerprint() const { return fingerprint_; }  // "" if none
+
+  void sendFuse(int fuseFd, const std::string& initMessage);
+  void sendReady(const std::string& fingerprint);
+  void sendError(const std::string& reason);
+
+ private:
+  SupervisorLink() = default;
+  void send(const std::string& message, int fd = -1);
+
+  int channel_ = -1;
+  int fuseFd_ = -1;
+  std::string initMessage_;
+  std::string fingerprint_;
+};
+
+std::string toHex(const std::string& bytes);
+std::string fromHex(const std::string& hex);  // "" if malformed
+
+}  // namespace epochfs::fusefs

@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "fusefs/daemon.h"
+#include "fusefs/memory_limit.h"
 #include "fusefs/mount_options.h"
 
 namespace {
@@ -85,6 +86,7 @@ int main(int argc, char** argv) {
   MountOptions options = std::move(parsed).value();
   if (auto s = epochfs::fusefs::checkMountable(options); !s.isOk()) return fail(s.message());
   raiseFileLimit();
+  epochfs::fusefs::boundAllocatorRetention();  // before any thread or chunk exists
 
   // Daemon mode: the child does all the work (threads start after fork) and
   // reports "ok" or the reason over a pipe; the parent exits with that.

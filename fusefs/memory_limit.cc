@@ -1,5 +1,6 @@
 #include "fusefs/memory_limit.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -176,6 +177,11 @@ MemoryDefaults memoryDefaults(uint64_t effectiveBytes) {
   d.ramCacheBytes = effectiveBytes / 4;
   d.prefetchBytes = std::clamp<uint64_t>(effectiveBytes / 16, uint64_t{4} << 20, uint64_t{256} << 20);
   return d;
+}
+
+void boundAllocatorRetention() {
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr) return;
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 }
 
 uint64_t currentRssBytes() {

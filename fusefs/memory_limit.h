@@ -58,6 +58,15 @@ struct MemoryDefaults {
 };
 MemoryDefaults memoryDefaults(uint64_t effectiveBytes);
 
+// Keeps freed chunk buffers from staying resident: pins glibc's mmap
+// threshold at 128 KiB (mallopt(M_MMAP_THRESHOLD)), so every buffer of a
+// 1 MiB chunk is its own mapping, returned to the kernel when the chunk is
+// evicted. Left to itself glibc raises the threshold after the first such
+// free, later chunks come from per-thread arenas, and their freed space stays
+// resident: a 32 MiB RAM tier measured 122 MiB anonymous RSS. Does nothing when
+// MALLOC_MMAP_THRESHOLD_ is set (the operator's choice wins). Call once, early.
+void boundAllocatorRetention();
+
 // This process's resident set (VmRSS from /proc/self/statm); 0 if unreadable.
 uint64_t currentRssBytes();
 

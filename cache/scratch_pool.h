@@ -26,7 +26,9 @@ class ScratchPool {
   class Lease {
    public:
     Lease(ScratchPool* pool, char* data, size_t size) : pool_(pool), data_(data), size_(size) {}
-    Lease(Lease&& o) noexcept : pool_(o.pool_), data_(o.data_), size_(o.size_) { o.data_ = nullptr; }
+    Lease(Lease&& o) noexcept : pool_(o.pool_), data_(o.data_), size_(o.size_) {
+      o.data_ = nullptr;
+    }
     Lease& operator=(Lease&&) = delete;
     ~Lease() {
       if (data_ != nullptr) pool_->release(data_, size_);

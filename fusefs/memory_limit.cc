@@ -21,8 +21,8 @@ constexpr uint64_t kNoLimitAbove = uint64_t{1} << 60;
 std::string unescapeOctal(const std::string& s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
-    const bool octal = i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '3' &&
-                       s[i + 2] >= '0' && s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7';
+    const bool octal = i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '3' && s[i + 2] >= '0' &&
+                       s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7';
     if (s[i] == '\\' && octal) {
       out.push_back(static_cast<char>(std::strtol(s.substr(i + 1, 3).c_str(), nullptr, 8)));
       i += 3;
@@ -61,8 +61,8 @@ bool findMount(const std::string& mountinfo, bool v2, CgroupMount* out) {
     if (fields.size() < 5 || dash == fields.end() || fields.end() - dash < 4) continue;
     const std::string& fstype = *(dash + 1);
     const std::string& superOptions = *(dash + 3);
-    const bool match = v2 ? fstype == "cgroup2"
-                          : fstype == "cgroup" && hasOption(superOptions, "memory");
+    const bool match =
+        v2 ? fstype == "cgroup2" : fstype == "cgroup" && hasOption(superOptions, "memory");
     if (!match) continue;
     out->root = unescapeOctal(fields[3]);
     out->mountPoint = unescapeOctal(fields[4]);
@@ -175,7 +175,8 @@ MemoryLimit detectMemoryLimit(const MemoryLimitPaths& paths) {
 MemoryDefaults memoryDefaults(uint64_t effectiveBytes) {
   MemoryDefaults d;
   d.ramCacheBytes = effectiveBytes / 4;
-  d.prefetchBytes = std::clamp<uint64_t>(effectiveBytes / 16, uint64_t{4} << 20, uint64_t{256} << 20);
+  d.prefetchBytes =
+      std::clamp<uint64_t>(effectiveBytes / 16, uint64_t{4} << 20, uint64_t{256} << 20);
   return d;
 }
 

@@ -53,8 +53,8 @@ uint64_t parseCgroupLimitValue(const std::string& text);
 
 // The defaults that derive from the effective limit.
 struct MemoryDefaults {
-  uint64_t ramCacheBytes = 0;   // 25% of the limit
-  uint64_t prefetchBytes = 0;   // 1/16 of the limit, at most 256 MiB, at least 4 MiB
+  uint64_t ramCacheBytes = 0;  // 25% of the limit
+  uint64_t prefetchBytes = 0;  // 1/16 of the limit, at most 256 MiB, at least 4 MiB
 };
 MemoryDefaults memoryDefaults(uint64_t effectiveBytes);
 

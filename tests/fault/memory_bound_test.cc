@@ -256,6 +256,7 @@ TEST_F(MemoryBoundTest, ShuffledReadersOfTenTimesTheLimitStayWithinBudgets) {
   const uint64_t ram = num(status, "options.ram_cache");
   const uint64_t prefetch = num(status, "options.prefetch_memory");
   EXPECT_EQ(num(status, "options.memory_limit"), kLimit) << status["options"].dump();
+  EXPECT_EQ(status["options"].value("memory_limit_source", ""), cgroup_.limitPath());
   EXPECT_EQ(ram, kLimit / 4);
   EXPECT_EQ(prefetch, kLimit / 16);
   const uint64_t rssBound = ram + prefetch + kFixedOverhead;

@@ -99,8 +99,10 @@ void minLimitUpTree(const std::string& procSelfCgroup, const std::string& mounti
   if (!findMount(mountinfo, v2, &m) || !cgroupPath(procSelfCgroup, v2, &path)) return;
   // The path is relative to the hierarchy's root; the mount shows m.root.
   std::string rel = path;
-  if (m.root != "/" && (rel == m.root || rel.rfind(m.root + "/", 0) == 0)) {
-    rel = rel.substr(m.root.size());
+  if (m.root != "/") {
+    // A mounted sub-tree: the path must lie under it, or only its root is visible.
+    const bool under = rel == m.root || rel.rfind(m.root + "/", 0) == 0;
+    rel = under ? rel.substr(m.root.size()) : std::string();
   }
   // Outside the visible part of the hierarchy (a cgroup namespace shows
   // "/../x"): only the mount's root directory can be read.

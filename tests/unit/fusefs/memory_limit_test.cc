@@ -145,6 +145,16 @@ TEST_F(FakeCgroups, MountOfASubtreeStripsItsRoot) {
   EXPECT_EQ(m.cgroupLimitFile, v1Mount() + "/memory.limit_in_bytes");
 }
 
+// Pass: a process outside the mounted sub-tree reads only the mount's root
+// (never a directory named like its path below the wrong root).
+TEST_F(FakeCgroups, PathOutsideAMountedSubtreeReadsOnlyItsRoot) {
+  write(paths_.procSelfMountinfo, v1Line("/docker/x"));
+  write(paths_.procSelfCgroup, "4:memory:/other/y\n");
+  write(v1Mount() + "/memory.limit_in_bytes", std::to_string(2 * kGiB));
+  write(v1Mount() + "/other/y/memory.limit_in_bytes", "1000");
+  EXPECT_EQ(detectMemoryLimit(paths_).effectiveBytes(), 2 * kGiB);
+}
+
 // Pass: a cgroup-namespace path outside the visible tree ("/../x") falls back
 // to the mount's root, never to a path outside the mount.
 TEST_F(FakeCgroups, PathOutsideTheNamespaceReadsOnlyTheMountRoot) {

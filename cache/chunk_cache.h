@@ -64,6 +64,11 @@ class ChunkCache {
                                                  options_.chunkSize);
   }
   CacheStats& stats() { return stats_; }
+  // Distinct chunks being fetched now (coalescing leaders); 0 when idle.
+  size_t inflightFetches() const {
+    std::lock_guard<std::mutex> lock(inflightMu_);
+    return inflight_.size();
+  }
   ChunkStore& ram() { return ram_; }
   ChunkStore* disk() { return disk_; }
 
@@ -89,7 +94,7 @@ class ChunkCache {
   ChunkStore* disk_;
   PeerSource* peers_ = nullptr;
   CacheStats stats_;
-  std::mutex inflightMu_;  // guards inflight_ only; never held during I/O
+  mutable std::mutex inflightMu_;  // guards inflight_ only; never held during I/O
   std::unordered_map<uint64_t, std::shared_ptr<InFlight>> inflight_;
 };
 

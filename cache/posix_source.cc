@@ -76,19 +76,14 @@ Result<size_t> PosixSource::read(const std::string& relPath, const FileIdentity&
   }
   Result<size_t> r = Status::ok();
   if (direct) {
-    // An aligned scratch buffer per thread, reused across reads.
-    thread_local std::unique_ptr<char, decltype(&std::free)> scratch(nullptr, &std::free);
-    thread_local size_t scratchSize = 0;
+    // An aligned bounce buffer from the shared pool (bounded, not per thread).
     const size_t want = (len + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
-    if (scratchSize < want) {
-      scratch.reset(static_cast<char*>(std::aligned_alloc(kDirectAlign, want)));
-      scratchSize = scratch ? want : 0;
-    }
-    r = scratch ? preadAll(fd, relPath, offset, scratch.get(), want)
-                : Result<size_t>(Status::ioError("out of memory"));
+    ScratchPool::Lease scratch = scratch_.acquire(want);
+    r = scratch.data() != nullptr ? preadAll(fd, relPath, offset, scratch.data(), want)
+                                  : Result<size_t>(Status::ioError("out of memory"));
     if (r.isOk()) {
       *r = std::min(*r, len);
-      std::memcpy(buf, scratch.get(), *r);
+      std::memcpy(buf, scratch.data(), *r);
     } else if (r.status().code() == Status::Code::kInvalidArgument) {
       directIo_.store(false);  // O_DIRECT refused at read time (alignment rules)
       ::close(fd);

@@ -3,13 +3,14 @@
 // where the filesystem allows it), checks
 // the open file's identity against the snapshot's, preads and closes: a file
 // replaced or changed since the snapshot yields kStale, never other bytes.
-// Thread-safe (no mutable state after construction).
+// Thread-safe (the scratch pool locks; nothing else changes after construction).
 #pragma once
 
 #include <atomic>
 #include <memory>
 #include <string>
 
+#include "cache/scratch_pool.h"
 #include "cache/source.h"
 
 namespace epochfs::cache {
@@ -30,6 +31,8 @@ class PosixSource : public Source {
   explicit PosixSource(int rootFd) : rootFd_(rootFd) {}
   int rootFd_;
   std::atomic<bool> directIo_{true};  // cleared when the filesystem refuses O_DIRECT
+  // Aligned bounce buffers for O_DIRECT (4 KiB alignment); 4 kept idle.
+  ScratchPool scratch_{4096, 4};
 };
 
 // The identity of an lstat/fstat result (fileId filled from relPath).

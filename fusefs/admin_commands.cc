@@ -9,6 +9,7 @@
 
 #include "fusefs/admin_paths.h"
 #include "fusefs/admin_protocol.h"
+#include "fusefs/memory_limit.h"
 #include "fusefs/plan_builder.h"
 
 namespace epochfs::fusefs {
@@ -212,6 +213,9 @@ json AdminCommands::status() const {
                    {"cache_dir", m_.options.cacheDir},
                    {"disk_cache", m_.options.diskCacheBytes},
                    {"chunk_size", m_.options.chunkSize},
+                   {"prefetch_memory", m_.options.prefetchMemory},
+                   {"memory_limit", m_.options.memoryLimitBytes},
+                   {"memory_limit_source", m_.options.memoryLimitSource},
                    {"threads", m_.options.threads},
                    {"revalidate", m_.options.revalidateSeconds},
                    {"allow_other", m_.options.allowOther},
@@ -224,6 +228,17 @@ json AdminCommands::status() const {
       {"admin", {{"socket", server_ != nullptr ? json(server_->path()) : json(nullptr)},
                  {"metrics_port", port >= 0 ? json(port) : json(nullptr)}}},
   };
+}
+
+json AdminCommands::memoryJson() const {
+  // The budgets derived from the memory limit (docs/CONFIGURATION.md) next to
+  // what the process holds now.
+  return {{"limit_bytes", m_.options.memoryLimitBytes},
+          {"limit_source", m_.options.memoryLimitSource},
+          {"ram_cache_bytes", m_.options.ramCacheBytes},
+          {"prefetch_memory_bytes", m_.options.prefetchMemory},
+          {"rss_bytes", currentRssBytes()},
+          {"inflight_fetches", m_.cache.inflightFetches()}};
 }
 
 json AdminCommands::stats() const {
@@ -273,6 +288,12 @@ json AdminCommands::stats() const {
           {"peer", {{"hit_chunks", st.peer.chunks.load()}, {"hit_bytes", st.peer.bytes.load()}}},
           {"prefetch",
            {{"inflight_bytes", m_.prefetcher.inflightBytes()},
+            {"inflight_tasks", m_.prefetcher.inflightTasks()},
+            {"inflight_peak_bytes", m_.prefetcher.peakInflightBytes()},
+            {"memory_bytes", m_.prefetcher.options().memoryBytes},
+            {"budget_waits", m_.prefetcher.budgetWaits()},
+            {"lead_waits", m_.prefetcher.leadWaits()},
+            {"read_ahead_skipped", m_.prefetcher.readAheadSkipped()},
             {"read_ahead_chunks", m_.prefetcher.readAheadChunks()},
             {"streams", streams},
             // Zero-change mode: the epoch detected from the reads (-1: not yet).
@@ -281,6 +302,7 @@ json AdminCommands::stats() const {
                     {"bytes", w.bytes.load()}, {"errors", w.errors.load()}}},
           {"evict", {{"chunks", e.chunks.load()}, {"bytes", e.bytes.load()}}},
           {"refreshes", refresher_.refreshes()},
+          {"memory", memoryJson()},
           {"admin", adminCounters}};
 }
 

@@ -63,6 +63,8 @@ class AdminCommands {
 
  private:
   void registerOrder(AdminServer& server);
+  // stats' "memory": the limit, the budgets derived from it, the RSS now.
+  nlohmann::json memoryJson() const;
 
   MountState m_;
   AdminAuth auth_;

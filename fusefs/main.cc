@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include "fusefs/daemon.h"
+#include "fusefs/memory_limit.h"
 #include "fusefs/mount_options.h"
 #include "fusefs/supervisor.h"
 #include "fusefs/supervisor_link.h"
@@ -128,6 +129,7 @@ int main(int argc, char** argv) {
   }
   if (auto s = epochfs::fusefs::checkMountable(options); !s.isOk()) return fail(s.message());
   raiseFileLimit();
+  epochfs::fusefs::boundAllocatorRetention();  // before any thread or chunk exists
 
   // Daemon mode: the child does all the work (threads start after fork) and
   // reports "ok" or the reason over a pipe; the parent exits with that.

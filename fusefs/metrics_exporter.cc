@@ -142,6 +142,15 @@ std::string MetricsExporter::render(const json& status, const json& stats,
         num(pf, "inflight_bytes"));
   w.one("epochfs_prefetch_read_ahead_chunks_total", "counter",
         "Chunks read ahead of sequential readers.", num(pf, "read_ahead_chunks"));
+  w.one("epochfs_prefetch_memory_bytes", "gauge", "The prefetch in-flight budget.",
+        num(pf, "memory_bytes"));
+  w.one("epochfs_prefetch_budget_waits_total", "counter",
+        "Times prefetching paused because the in-flight budget was full.", num(pf, "budget_waits"));
+  const json& mem = stats["memory"];
+  w.one("epochfs_memory_limit_bytes", "gauge",
+        "The memory limit the defaults derive from (cgroup limit or MemTotal).",
+        num(mem, "limit_bytes"));
+  w.one("epochfs_resident_bytes", "gauge", "The daemon's resident set size.", num(mem, "rss_bytes"));
   struct StreamSeries {
     const char* name;
     const char* key;

@@ -1,5 +1,7 @@
 #include "fusefs/mount_options.h"
 
+#include "fusefs/memory_limit.h"
+
 #include <grp.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -8,7 +10,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <set>
 
@@ -64,19 +65,6 @@ Result<std::vector<std::string>> expandDashO(int argc, char** argv) {
   return out;
 }
 
-uint64_t readCgroupLimit() {
-  for (const char* path : {"/sys/fs/cgroup/memory.max",
-                           "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
-    std::ifstream f(path);
-    std::string v;
-    if (f >> v && v != "max") {
-      uint64_t n = std::strtoull(v.c_str(), nullptr, 10);
-      if (n > 0 && n < (uint64_t{1} << 60)) return n;
-    }
-  }
-  return 0;
-}
-
 std::string canonicalDir(const std::string& path, const char* what) {
   std::error_code ec;
   auto p = std::filesystem::canonical(path, ec);
@@ -103,12 +91,7 @@ Result<gid_t> resolveGroup(const std::string& name) {
   return Status::invalidArgument("no such group '" + name + "'");
 }
 
-uint64_t availableMemoryBytes() {
-  uint64_t total = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
-                   static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  uint64_t limit = readCgroupLimit();
-  return limit > 0 && limit < total ? limit : total;
-}
+uint64_t availableMemoryBytes() { return detectMemoryLimit().effectiveBytes(); }
 
 Result<uint64_t> parseSize(const std::string& text, uint64_t memoryBytes) {
   if (text.empty()) return Status::invalidArgument("empty size");
@@ -206,7 +189,8 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
   bool noSupervisor = false;
   app.add_flag("--no-supervisor", noSupervisor,
                "One process: no restart of a killed daemon, no upgrade in place");
-  app.add_option("--ram-cache", ramCache, "RAM tier size (default 25% of available memory)");
+  app.add_option("--ram-cache", ramCache,
+                 "RAM tier size (default 25% of the memory limit: cgroup limit or MemTotal)");
   app.add_option("--cache-dir", o.cacheDir, "Directory for the disk tier (default: none)");
   app.add_option("--disk-cache", diskCache, "Disk tier size (default 50% of free space)");
   app.add_option("--chunk-size", chunkSize, "Chunk size, 4K..64M (default 1M)");
@@ -224,10 +208,11 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
   app.add_option("--metrics-port", o.metricsPort,
                  "Serve Prometheus /metrics on 127.0.0.1:PORT (0: any free port)")
       ->check(CLI::Range(0, 65535));
-  std::string prefetchMemory = "256M";
+  std::string prefetchMemory;  // default: memoryDefaults()
   app.add_option("--prefetch-window", o.prefetchWindow, "Plan entries to prefetch ahead (default 512)")
       ->check(CLI::Range(0, 10000000));
-  app.add_option("--prefetch-memory", prefetchMemory, "Prefetch bytes in flight (default 256M)");
+  app.add_option("--prefetch-memory", prefetchMemory,
+                 "Prefetch bytes in flight (default 1/16 of the memory limit, 4M..256M)");
   app.add_option("--prefetch-threads", o.prefetchThreads, "Concurrent prefetch reads (default 32)")
       ->check(CLI::Range(1, 1024));
   app.add_option("--max-plan-entries", o.maxPlanEntries, "Cap on a registered order (default 20M)")
@@ -303,7 +288,12 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
     return Status::invalidArgument("mountpoint and source are the same directory");
   }
 
-  const uint64_t mem = availableMemoryBytes();
+  const MemoryLimit limit = detectMemoryLimit();
+  const uint64_t mem = limit.effectiveBytes();
+  o.memoryLimitBytes = mem;
+  o.memoryLimitSource = std::string(limit.effectiveSource()) == "cgroup" ? limit.cgroupLimitFile
+                                                                       : std::string("MemTotal");
+  const MemoryDefaults defaults = memoryDefaults(mem);
   auto cs = parseSize(chunkSize, mem);
   if (!cs.isOk()) return Status::invalidArgument("--chunk-size: " + cs.status().message());
   if (*cs < 4096 || *cs > (64u << 20) || (*cs & (*cs - 1)) != 0) {
@@ -312,7 +302,7 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
   o.chunkSize = static_cast<uint32_t>(*cs);
 
   if (ramCache.empty()) {
-    o.ramCacheBytes = mem / 4;
+    o.ramCacheBytes = defaults.ramCacheBytes;
   } else {
     auto r = parseSize(ramCache, mem);
     if (!r.isOk()) return Status::invalidArgument("--ram-cache: " + r.status().message());
@@ -351,9 +341,13 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
     if (!g.isOk()) return Status::invalidArgument("--admin-group: " + g.status().message());
     o.adminGid = *g;
   }
-  auto pm = parseSize(prefetchMemory, mem);
-  if (!pm.isOk()) return Status::invalidArgument("--prefetch-memory: " + pm.status().message());
-  o.prefetchMemory = *pm;
+  if (prefetchMemory.empty()) {
+    o.prefetchMemory = defaults.prefetchBytes;
+  } else {
+    auto pm = parseSize(prefetchMemory, mem);
+    if (!pm.isOk()) return Status::invalidArgument("--prefetch-memory: " + pm.status().message());
+    o.prefetchMemory = *pm;
+  }
   if (o.threads == 0) o.threads = 16;
   return o;
 }

@@ -22,7 +22,11 @@ struct MountOptions {
   // A supervisor process keeps the mount and restarts a killed daemon
   // (docs/RELIABILITY.md "Recovering a mount"); false: --no-supervisor.
   bool supervise = true;
-  uint64_t ramCacheBytes = 0;  // resolved (default: 25% of the memory available)
+  uint64_t ramCacheBytes = 0;  // resolved (default: 25% of memoryLimitBytes)
+  // The memory limit the defaults derive from (fusefs/memory_limit.h): the
+  // daemon's cgroup limit or MemTotal, and the file that set it ("MemTotal").
+  uint64_t memoryLimitBytes = 0;
+  std::string memoryLimitSource;
   std::string cacheDir;        // empty: no disk tier
   uint64_t diskCacheBytes = 0;  // resolved when cacheDir is set
   uint32_t chunkSize = 1 << 20;
@@ -39,7 +43,7 @@ struct MountOptions {
   int metricsPort = -1;           // --metrics-port: 127.0.0.1:PORT serves /metrics; -1 off, 0 any
   // Prefetch (docs/PREFETCH.md).
   uint32_t prefetchWindow = 512;        // plan entries ahead of the reader
-  uint64_t prefetchMemory = 256 << 20;  // prefetch bytes in flight
+  uint64_t prefetchMemory = 256 << 20;  // prefetch bytes in flight (resolved: memoryDefaults())
   unsigned prefetchThreads = 32;        // concurrent prefetch reads
   uint64_t maxPlanEntries = 20000000;   // cap on one registered order
   unsigned injectSourceLatencyMs = 0;   // fault injection: delay every source read
@@ -74,8 +78,8 @@ cache::Result<uint64_t> parseSize(const std::string& text, uint64_t memoryBytes)
 // A group name or number to its gid.
 cache::Result<gid_t> resolveGroup(const std::string& name);
 
-// The memory available to this process: the cgroup limit where one is set,
-// else MemTotal.
+// The memory available to this process: min(MemTotal, the limits of its
+// cgroup and its ancestors), see fusefs/memory_limit.h.
 uint64_t availableMemoryBytes();
 
 }  // namespace epochfs::fusefs

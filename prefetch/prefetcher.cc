@@ -174,6 +174,23 @@ uint64_t Prefetcher::nextUse(const cache::ChunkKey& key) const {
   return best;
 }
 
+bool Prefetcher::tryReserve(uint64_t bytes) {
+  uint64_t cur = inflightBytes_.load();
+  do {
+    if (cur > 0 && cur + bytes > options_.memoryBytes) return false;
+  } while (!inflightBytes_.compare_exchange_weak(cur, cur + bytes));
+  inflightTasks_.fetch_add(1);
+  uint64_t peak = peakInflightBytes_.load(std::memory_order_relaxed);
+  while (peak < cur + bytes && !peakInflightBytes_.compare_exchange_weak(peak, cur + bytes)) {
+  }
+  return true;
+}
+
+void Prefetcher::release(uint64_t bytes) {
+  inflightBytes_.fetch_sub(bytes);
+  inflightTasks_.fetch_sub(1);
+}
+
 void Prefetcher::schedule(Stream& s, const std::shared_ptr<Stream>& ref) {
   const uint64_t base = std::max(s.progress(), s.highest.load(std::memory_order_relaxed));
   s.issued = std::max(s.issued, s.progress());
@@ -184,13 +201,15 @@ void Prefetcher::schedule(Stream& s, const std::shared_ptr<Stream>& ref) {
       ++s.issued;
       continue;
     }
-    const uint64_t inflight = inflightBytes_.load();
-    if (inflight > 0 && inflight + e.length > options_.memoryBytes) break;  // budget full
     if (options_.maxLeadBytes > 0 && s.issued > base &&
         s.plan->bytesBetween(base, s.issued + 1) > options_.maxLeadBytes) {
+      leadWaits_.fetch_add(1, std::memory_order_relaxed);
       break;  // far enough ahead
     }
-    inflightBytes_.fetch_add(e.length);
+    if (!tryReserve(e.length)) {
+      budgetWaits_.fetch_add(1, std::memory_order_relaxed);
+      break;  // budget full: resumes when a fetch completes
+    }
     Task t;
     t.stream = ref;
     t.pos = static_cast<uint32_t>(s.issued);
@@ -245,9 +264,12 @@ void Prefetcher::readAhead(const std::string& relPath, const cache::FileIdentity
   for (uint32_t c = firstChunk; c < firstChunk + count; ++c) {
     if (uint64_t{c} * cs >= id.size) break;
     if (cache_.ram().contains(cache_.keyFor(id.fileId, c))) continue;
-    const uint64_t inflight = inflightBytes_.load();
-    if (inflight > 0 && inflight + cs > options_.memoryBytes) break;
-    inflightBytes_.fetch_add(cs);
+    if (!tryReserve(cs)) {
+      const uint64_t fileChunks = (id.size + cs - 1) / cs;
+      readAheadSkipped_.fetch_add(std::min<uint64_t>(firstChunk + count, fileChunks) - c,
+                                  std::memory_order_relaxed);
+      break;
+    }
     Task t;
     t.file = file;
     t.chunk = c;
@@ -258,7 +280,7 @@ void Prefetcher::readAhead(const std::string& relPath, const cache::FileIdentity
 void Prefetcher::runReadAhead(const Task& t) {
   auto r = cache_.get(t.file->relPath, t.file->identity, t.chunk);
   if (r.isOk()) readAheadChunks_.fetch_add(1, std::memory_order_relaxed);
-  inflightBytes_.fetch_sub(cache_.chunkSize());
+  release(cache_.chunkSize());
 }
 
 void Prefetcher::workerLoop() {
@@ -287,7 +309,7 @@ void Prefetcher::workerLoop() {
         t.stream->ahead.fetch_add(1, std::memory_order_relaxed);
       }
     }
-    inflightBytes_.fetch_sub(e.length);
+    release(e.length);
     t.stream.reset();
     schedCv_.notify_one();
   }

@@ -92,6 +92,17 @@ class Prefetcher : public cache::EvictionAdvisor {
 
   std::vector<StreamStats> stats() const;
   uint64_t inflightBytes() const { return inflightBytes_.load(); }
+  // Tasks (plan entries and read-ahead chunks) queued or being fetched.
+  uint64_t inflightTasks() const { return inflightTasks_.load(); }
+  // The most bytes ever in flight at once (at most memoryBytes, or one entry
+  // larger than it when nothing else was in flight).
+  uint64_t peakInflightBytes() const { return peakInflightBytes_.load(); }
+  // Back-off: times the scheduler stopped a stream because the in-flight
+  // budget was full, or because the stream's lead reached maxLeadBytes; and
+  // read-ahead chunks skipped for a full budget.
+  uint64_t budgetWaits() const { return budgetWaits_.load(); }
+  uint64_t leadWaits() const { return leadWaits_.load(); }
+  uint64_t readAheadSkipped() const { return readAheadSkipped_.load(); }
   uint64_t readAheadChunks() const { return readAheadChunks_.load(); }
   const PrefetchOptions& options() const { return options_; }
 
@@ -119,6 +130,12 @@ class Prefetcher : public cache::EvictionAdvisor {
   void expire(const char* why);
   // A consumed entry's chunks become the RAM tier's first eviction candidates.
   void demote(const PlanEntry& e);
+  // Takes `bytes` of the in-flight budget (atomically: FUSE threads reserve
+  // read-ahead concurrently with the scheduler). One reservation of any size
+  // is allowed when nothing is in flight, so an entry larger than the budget
+  // still makes progress. False: the budget is full.
+  bool tryReserve(uint64_t bytes);
+  void release(uint64_t bytes);
 
   PrefetchOptions options_;
   cache::ChunkCache& cache_;
@@ -128,6 +145,9 @@ class Prefetcher : public cache::EvictionAdvisor {
   std::atomic<bool> live_{false};
   std::atomic<uint64_t> offPlanStreak_{0};
   std::atomic<uint64_t> inflightBytes_{0};
+  std::atomic<uint64_t> inflightTasks_{0};
+  std::atomic<uint64_t> peakInflightBytes_{0};
+  std::atomic<uint64_t> budgetWaits_{0}, leadWaits_{0}, readAheadSkipped_{0};
   std::atomic<uint64_t> readAheadChunks_{0};
 
   moodycamel::BlockingConcurrentQueue<Task> tasks_;

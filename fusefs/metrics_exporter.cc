@@ -203,22 +203,22 @@ std::string MetricsExporter::render(const json& status, const json& stats,
   for (const auto& s : admin) w.one(s.name, s.type, s.help, num(adm, s.key));
 
   // Cluster mode only (status.members is null otherwise): peer health.
-  const json& mem = status["members"];
-  if (mem.is_object()) {
+  const json& members = status["members"];
+  if (members.is_object()) {
     w.one("epochfs_peers_live", "gauge", "Members in placement (this node included).",
-          num(mem, "live_peers"));
+          num(members, "live_peers"));
     w.one("epochfs_peers_suspect", "gauge", "Peers suspect now (missed a deadline or sent bad payloads).",
-          num(mem, "suspect_peers"));
+          num(members, "suspect_peers"));
     w.one("epochfs_peer_suspicions_total", "counter", "Times a peer was made suspect for bad payloads.",
-          num(mem, "suspect_count"));
+          num(members, "suspect_count"));
     w.family("epochfs_peer_bad_payloads_total", "counter",
              "Peer replies rejected by the payload MAC or the XXH3 checksum (fetched elsewhere).");
-    w.sample("epochfs_peer_bad_payloads_total", "check=\"mac\"", num(mem, "mac_failures"));
-    w.sample("epochfs_peer_bad_payloads_total", "check=\"checksum\"", num(mem, "checksum_failures"));
+    w.sample("epochfs_peer_bad_payloads_total", "check=\"mac\"", num(members, "mac_failures"));
+    w.sample("epochfs_peer_bad_payloads_total", "check=\"checksum\"", num(members, "checksum_failures"));
     w.family("epochfs_peer_refused_requests_total", "counter",
              "Peer requests refused: file outside the snapshot or another version.");
-    w.sample("epochfs_peer_refused_requests_total", "by=\"self\"", num(mem, "serve_refused"));
-    w.sample("epochfs_peer_refused_requests_total", "by=\"peer\"", num(mem, "fetch_refused"));
+    w.sample("epochfs_peer_refused_requests_total", "by=\"self\"", num(members, "serve_refused"));
+    w.sample("epochfs_peer_refused_requests_total", "by=\"peer\"", num(members, "fetch_refused"));
   }
   return w.str();
 }

@@ -76,9 +76,12 @@ def _rank_main(conn, rank, world, node, mount, workers):
         sampler.set_epoch(cmd["epoch"])
         loader = DataLoader(dataset, sampler=sampler, batch_size=b, num_workers=workers)
         batches, nbytes = [], 0
+        step = cmd.get("step_ms", 0) / 1000.0  # a training step's time per batch, if any
         for idx, sizes in loader:
             batches.append(idx.tolist())
             nbytes += int(sizes.sum())
+            if step:
+                time.sleep(step)
         reply = {"rank": rank, "batches": batches, "bytes": nbytes}
         if cmd["sampler"] != "plain":
             reply["version"] = sampler.placement_version
@@ -119,7 +122,7 @@ class LoopbackCluster:
     """NODES epochfs daemons over one source, one cluster on loopback (UCX_TLS=tls).
     Always unmounts in close()."""
 
-    def __init__(self, bindir, root, src, ram_bytes, tls="tcp", extra=()):
+    def __init__(self, bindir, root, src, ram_bytes, tls="tcp", extra=(), node_extra=None):
         self.epochfs = os.path.join(bindir, "epochfs")
         self.epochctl = os.path.join(bindir, "epochctl")
         self.root, self.src = root, src
@@ -140,7 +143,8 @@ class LoopbackCluster:
                     [self.epochfs, src, mnt, "--peers", peers, "--listen",
                      "127.0.0.1:%d" % ports[i], "--secret-file", secret,
                      "--ram-cache", str(ram_bytes), "--cache-dir", cache,
-                     "--log-file", os.path.join(root, "log%d" % i), *extra],
+                     "--log-file", os.path.join(root, "log%d" % i), "--log-level", os.environ.get("EPOCHFS_BENCH_LOG_LEVEL", "warn"), *extra,
+                     *(node_extra(i) if node_extra else ())],
                     env=env, capture_output=True, text=True)
                 if r.returncode != 0:
                     ok = False
@@ -171,13 +175,22 @@ class LoopbackCluster:
         for m in self.mounts:
             st, pe = self.ctl("stats", m), self.ctl("peers", m)
             tiers = st["tiers"]
+            staging = tiers.get("staging", {})
             out.append({
                 "peer_fetched": sum(p["bytes_fetched"] for p in pe["peers"]),
                 "peer": st["peer"]["hit_bytes"],
                 "ram": tiers["ram"]["hit_bytes"],
                 "disk": tiers.get("disk", {}).get("hit_bytes", 0),
-                "staging": st.get("staging", {}).get("hit_bytes", 0),
+                "staging": staging.get("hit_bytes", 0),
                 "source": tiers["source"]["bytes"],
+                "staged": staging.get("staged_bytes", 0),
+                "staging_dropped_unread": staging.get("evictions", 0),
+                # reads (chunk pieces handed to FUSE reads) by where they found their data
+                "reads_ram": tiers["ram"]["hit_chunks"],
+                "reads_disk": tiers.get("disk", {}).get("hit_chunks", 0),
+                "reads_staging": staging.get("hit_chunks", 0),
+                "reads_peer": st["peer"]["hit_chunks"],
+                "reads_source": tiers["source"]["chunks"],
             })
         return out
 

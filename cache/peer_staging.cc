@@ -1,0 +1,68 @@
+#include "cache/peer_staging.h"
+
+namespace epochfs::cache {
+
+PeerStaging::PeerStaging(uint64_t capacityBytes) : capacity_(capacityBytes) {}
+
+ChunkRef PeerStaging::lookup(const ChunkKey& key, const FileIdentity& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(key.hash);
+  if (it == entries_.end()) return nullptr;
+  if (!(it->second.chunk->identity == id)) return nullptr;  // another version: never served
+  return it->second.chunk;
+}
+
+bool PeerStaging::insert(const ChunkRef& chunk) {
+  if (!chunk || chunk->size() > capacity_) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto old = entries_.find(chunk->key.hash);
+  if (old != entries_.end()) {
+    used_ -= old->second.chunk->size();
+    oldestFirst_.erase(old->second.age);
+    entries_.erase(old);
+  }
+  while (used_ + chunk->size() > capacity_ && !oldestFirst_.empty()) {
+    auto victim = entries_.find(oldestFirst_.front());
+    used_ -= victim->second.chunk->size();
+    entries_.erase(victim);
+    oldestFirst_.pop_front();
+    ++evictions_;
+  }
+  oldestFirst_.push_back(chunk->key.hash);
+  entries_.emplace(chunk->key.hash, Entry{chunk, std::prev(oldestFirst_.end())});
+  used_ += chunk->size();
+  admitted_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool PeerStaging::contains(const ChunkKey& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.count(key.hash) != 0;
+}
+
+void PeerStaging::erase(const ChunkKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(key.hash);
+  if (it == entries_.end()) return;
+  used_ -= it->second.chunk->size();
+  oldestFirst_.erase(it->second.age);
+  entries_.erase(it);
+  consumed_.fetch_add(1, std::memory_order_relaxed);
+}
+
+uint64_t PeerStaging::bytesUsed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return used_;
+}
+
+TierUsage PeerStaging::usage() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  TierUsage u;
+  u.bytesUsed = used_;
+  u.capacityBytes = capacity_;
+  u.chunks = entries_.size();
+  u.evictions = evictions_;
+  return u;
+}
+
+}  // namespace epochfs::cache

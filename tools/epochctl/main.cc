@@ -15,6 +15,7 @@
 #include "tools/epochctl/admin_client.h"
 #include "tools/epochctl/formatting.h"
 #include "tools/epochctl/ls_command.h"
+#include "tools/epochctl/model_command.h"
 #include "tools/epochctl/mrc_command.h"
 #include "tools/epochctl/order_command.h"
 #include "tools/epochctl/path_list.h"
@@ -90,6 +91,8 @@ static std::string formatPeers(const json& r) {
 }
 
 int main(int argc, char** argv) {
+  // `model` needs no mount: everything after it goes to the Python model.
+  if (argc >= 2 && std::string(argv[1]) == "model") return ctl::runModel(argc - 2, argv + 2);
   CLI::App app{"epochctl: inspect and steer an epochfs mount (docs/ADMIN.md)", "epochctl"};
   app.require_subcommand(1);
   std::string mountpoint, socket;
@@ -108,6 +111,8 @@ int main(int argc, char** argv) {
   auto* mrc = app.add_subcommand("mrc", "Miss-ratio curve: hit ratio by cache size, LRU vs order-aware");
   auto* peers = app.add_subcommand("peers", "Cluster members (when clustered)");
   auto* unmount = app.add_subcommand("unmount", "Unmount and stop the daemon");
+  app.add_subcommand("model", "The paper's loading model and locality simulator (--paper, --png DIR; docs/MODEL.md)")
+      ->allow_extras();
   for (auto* sub : {status, stats, refresh, ls, warm, evict, order, metrics, mrc, peers, unmount}) {
     sub->add_option("mountpoint", mountpoint, "An epochfs mountpoint")->required();
     sub->add_flag("--json", asJson, "Machine-readable output");

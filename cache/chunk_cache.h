@@ -17,6 +17,7 @@
 #include "cache/chunk.h"
 #include "cache/chunk_store.h"
 #include "cache/peer_source.h"
+#include "cache/peer_staging.h"
 #include "cache/source.h"
 
 namespace epochfs::cache {
@@ -36,8 +37,8 @@ class ChunkCache {
   void setPeers(PeerSource* peers) { peers_ = peers; }
   // Peer prefetch (cache/peer_staging.h): a bounded store, looked up after the
   // RAM tier, that stage() fills. Set once before reads start; not owned.
-  void setStaging(ChunkStore* staging) { staging_ = staging; }
-  ChunkStore* staging() { return staging_; }
+  void setStaging(PeerStaging* staging) { staging_ = staging; }
+  PeerStaging* staging() { return staging_; }
   // True when a peer owns the file (a miss would go to the network).
   bool ownedElsewhere(uint64_t fileId) const {
     return peers_ != nullptr && peers_->ownedElsewhere(fileId);
@@ -102,7 +103,7 @@ class ChunkCache {
   ChunkStore& ram_;
   ChunkStore* disk_;
   PeerSource* peers_ = nullptr;
-  ChunkStore* staging_ = nullptr;
+  PeerStaging* staging_ = nullptr;
   CacheStats stats_;
   std::mutex inflightMu_;  // guards inflight_ only; never held during I/O
   std::unordered_map<uint64_t, std::shared_ptr<InFlight>> inflight_;

@@ -2,7 +2,8 @@
 
 namespace epochfs::cache {
 
-PeerStaging::PeerStaging(uint64_t capacityBytes) : capacity_(capacityBytes) {}
+PeerStaging::PeerStaging(uint64_t capacityBytes, std::chrono::milliseconds staleAfter)
+    : capacity_(capacityBytes), staleAfter_(staleAfter) {}
 
 ChunkRef PeerStaging::lookup(const ChunkKey& key, const FileIdentity& id) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -21,15 +22,20 @@ bool PeerStaging::insert(const ChunkRef& chunk) {
     oldestFirst_.erase(old->second.age);
     entries_.erase(old);
   }
+  const Clock::time_point now = Clock::now();
   while (used_ + chunk->size() > capacity_ && !oldestFirst_.empty()) {
     auto victim = entries_.find(oldestFirst_.front());
+    if (now - victim->second.staged < staleAfter_) {
+      refused_.fetch_add(1, std::memory_order_relaxed);
+      return false;  // everything staged is still to be read soon
+    }
     used_ -= victim->second.chunk->size();
     entries_.erase(victim);
     oldestFirst_.pop_front();
     ++evictions_;
   }
   oldestFirst_.push_back(chunk->key.hash);
-  entries_.emplace(chunk->key.hash, Entry{chunk, std::prev(oldestFirst_.end())});
+  entries_.emplace(chunk->key.hash, Entry{chunk, std::prev(oldestFirst_.end()), now});
   used_ += chunk->size();
   admitted_.fetch_add(1, std::memory_order_relaxed);
   return true;

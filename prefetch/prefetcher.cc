@@ -208,13 +208,16 @@ void Prefetcher::schedule(Stream& s, const std::shared_ptr<Stream>& ref, size_t 
     // Lead bound: the RAM tier's share for prefetched data and, with peer
     // staging, this stream's slice of the staging area (the lead's peer-owned
     // entries wait there), so staging only ever drops chunks nobody will read.
-    uint64_t leadCap = options_.maxLeadBytes;
-    if (cache::ChunkStore* st = cache_.staging()) {
-      const uint64_t slice = st->usage().capacityBytes / std::max<size_t>(1, streams);
-      leadCap = leadCap == 0 ? slice : std::min(leadCap, slice);
-    }
-    if (leadCap > 0 && s.issued > base && s.plan->bytesBetween(base, s.issued + 1) > leadCap) {
+    if (options_.maxLeadBytes > 0 && s.issued > base &&
+        s.plan->bytesBetween(base, s.issued + 1) > options_.maxLeadBytes) {
       break;  // far enough ahead
+    }
+    // Staging: half of this stream's slice of the area. The other half is for
+    // what several loader workers have read past without the stream's
+    // position getting there yet (staged, not yet read).
+    if (cache::PeerStaging* st = cache_.staging(); st != nullptr && s.issued > base) {
+      const uint64_t slice = st->capacityBytes() / std::max<size_t>(1, streams);
+      if (s.plan->bytesBetween(base, s.issued + 1) > slice / 2) break;
     }
     inflightBytes_.fetch_add(e.length);
     Task t;

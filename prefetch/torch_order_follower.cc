@@ -94,6 +94,18 @@ void TorchOrderFollower::startEpoch(int64_t epoch, const std::vector<int64_t>& a
   spdlog::info("torch order: following epoch {} for {} rank(s)", epoch, spec_.ranks.size());
 }
 
+void TorchOrderFollower::drainInto(std::vector<int64_t>& reads) {
+  // The reads queued while the epoch was being detected have been consumed
+  // against the previous plan already; the new plan must not fetch them again.
+  uint64_t ids[256];
+  while (size_t n = reads_.try_dequeue_bulk(ids, 256)) {
+    for (size_t i = 0; i < n; ++i) {
+      auto it = sampleOf_.find(ids[i]);
+      if (it != sampleOf_.end()) reads.push_back(it->second);
+    }
+  }
+}
+
 void TorchOrderFollower::run() {
   std::vector<int64_t> first;   // sample reads before the epoch is known
   std::vector<int64_t> repeats;  // samples read again: a new epoch began
@@ -112,7 +124,9 @@ void TorchOrderFollower::run() {
       if (epoch_.load() < 0) {
         first.push_back(idx);
         if (first.size() >= kDetectReads) {
-          startEpoch(detectEpoch(first, -1), first);
+          const int64_t e = detectEpoch(first, -1);
+          drainInto(first);
+          startEpoch(e, first);
           for (int64_t f : first) readThisEpoch_[f] = 1;
           first.clear();
         }
@@ -130,6 +144,7 @@ void TorchOrderFollower::run() {
       repeats.push_back(idx);
       if (repeats.size() >= kDetectReads) {
         const int64_t next = detectEpoch(repeats, epoch_.load() + 1);
+        drainInto(repeats);
         startEpoch(next, repeats);
         for (int64_t r : repeats) readThisEpoch_[r] = 1;
         repeats.clear();

@@ -49,11 +49,26 @@ cache::ChunkRef chunkOf(uint64_t fileId, uint32_t index, size_t size, uint64_t i
   return cache::makeChunk(cache::ChunkKey::make(7, fileId, index), id, std::vector<char>(size, 'x'));
 }
 
+// Pass: a full staging area refuses a new chunk while what it holds is fresh
+// (it is needed sooner than the newcomer), never exceeding its capacity.
+TEST(PeerStagingTest, FullOfFreshChunksRefusesTheNewOne) {
+  cache::PeerStaging st(10000, std::chrono::hours(1));
+  auto a = chunkOf(1, 0, 4000), b = chunkOf(2, 0, 4000), c = chunkOf(3, 0, 4000);
+  ASSERT_TRUE(st.insert(a));
+  ASSERT_TRUE(st.insert(b));
+  EXPECT_FALSE(st.insert(c));
+  EXPECT_EQ(st.refused(), 1u);
+  EXPECT_TRUE(st.contains(a->key));
+  EXPECT_TRUE(st.contains(b->key));
+  EXPECT_FALSE(st.contains(c->key));
+  EXPECT_EQ(st.bytesUsed(), 8000u);
+}
+
 // Pass: the staging area never holds more than its capacity, drops the
-// oldest chunk (FIFO) to admit a new one, refuses a chunk larger than itself,
-// serves only the version it holds, and counts erases as consumed.
+// oldest chunk once stale to admit a new one, refuses a chunk larger than
+// itself, serves only the version it holds, and counts erases as consumed.
 TEST(PeerStagingTest, BoundedFifoVersionedStore) {
-  cache::PeerStaging st(10000);
+  cache::PeerStaging st(10000, std::chrono::milliseconds(0));
   auto a = chunkOf(1, 0, 4000), b = chunkOf(2, 0, 4000), c = chunkOf(3, 0, 4000);
   ASSERT_TRUE(st.insert(a));
   ASSERT_TRUE(st.insert(b));

@@ -185,6 +185,8 @@ class LoopbackCluster:
                 "source": tiers["source"]["bytes"],
                 "staged": staging.get("staged_bytes", 0),
                 "staging_dropped_unread": staging.get("evictions", 0),
+                "staging_refused": staging.get("refused", 0),
+                "staging_used": staging.get("used_bytes", 0),  # a level, not a counter
                 # reads (chunk pieces handed to FUSE reads) by where they found their data
                 "reads_ram": tiers["ram"]["hit_chunks"],
                 "reads_disk": tiers.get("disk", {}).get("hit_chunks", 0),
@@ -248,7 +250,7 @@ def run(bindir, files=2048, local_batches=(8, 32, 64, 128), seed=0, workers=0, t
             parent, child = ctx.Pipe()
             p = ctx.Process(target=_rank_main, args=(child, r, world, r // RANKS_PER_NODE,
                                                      cluster.mounts[r // RANKS_PER_NODE],
-                                                     workers), daemon=True)
+                                                     workers))
             p.start()
             procs.append(p)
             conns.append(parent)

@@ -49,7 +49,7 @@ def _one_cluster(bindir, root, src, data_bytes, files, seed, local_batch, step_m
             parent, child = ctx.Pipe()
             p = ctx.Process(target=_rank_main, args=(child, r, world, r // RANKS_PER_NODE,
                                                      cluster.mounts[r // RANKS_PER_NODE],
-                                                     workers), daemon=True)
+                                                     workers))
             p.start()
             procs.append(p)
             conns.append(parent)
@@ -59,20 +59,24 @@ def _one_cluster(bindir, root, src, data_bytes, files, seed, local_batch, step_m
 
         def epoch(e):
             before = cluster.counters()
+            held_before = _sum(before, "staging_used")
             t0 = time.monotonic()
             for c in conns:
                 c.send({"sampler": "plain", "epoch": e, "local_batch": local_batch,
                         "seed": seed, "step_ms": step_ms})
             replies = [c.recv() for c in conns]
             secs = time.monotonic() - t0
-            return _delta(cluster.counters(), before), sum(x["bytes"] for x in replies), secs
+            after = cluster.counters()
+            held = _sum(after, "staging_used")  # staged now: the next epoch's first samples
+            return (_delta(after, before), sum(x["bytes"] for x in replies), secs,
+                    (held_before, held))
 
-        _, warm_bytes, warm_secs = epoch(0)
+        _, warm_bytes, warm_secs, _ = epoch(0)
         log("%s: warm-up epoch 0, %.1f MiB in %.1f s" % ("prefetch" if prefetch else "baseline",
                                                         warm_bytes / 2**20, warm_secs))
         cluster.empty_ram_tiers()
         _drop_caches()
-        d, read, secs = epoch(1)
+        d, read, secs, held = epoch(1)
         on_node = _sum(d, "reads_ram") + _sum(d, "reads_disk") + _sum(d, "reads_staging")
         off_node = _sum(d, "reads_peer") + _sum(d, "reads_source")
         total = on_node + off_node
@@ -84,13 +88,17 @@ def _one_cluster(bindir, root, src, data_bytes, files, seed, local_batch, step_m
                "on_node_fraction": on_node / total if total else 0.0,
                "peer_bytes": _sum(d, "peer_fetched"), "staged_bytes": _sum(d, "staged"),
                "staging_dropped_unread": _sum(d, "staging_dropped_unread"),
+               "staging_refused": _sum(d, "staging_refused"),
+               # staged when the epoch began / ended: a head of the epoch's (the next
+               # epoch's) order, fetched while the previous epoch (this one) was read
+               "staged_at_start_bytes": held[0], "staged_at_end_bytes": held[1],
                "per_node": d}
         out["peer_bytes_fraction"] = out["peer_bytes"] / read if read else 0.0
         log("%s: epoch 1, %d reads, %.1f %% found on the node (%d from staging), peer bytes "
-            "%.1f MiB = %.1f %% of %.1f MiB read, %.1f s"
+            "%.1f MiB = %.1f %% of %.1f MiB read (%.1f MiB staged at the end), %.1f s"
             % ("prefetch" if prefetch else "baseline", total, 100 * out["on_node_fraction"],
                out["reads_from_staging"], out["peer_bytes"] / 2**20,
-               100 * out["peer_bytes_fraction"], read / 2**20, secs))
+               100 * out["peer_bytes_fraction"], read / 2**20, held[1] / 2**20, secs))
         return out
     finally:
         for c in conns:

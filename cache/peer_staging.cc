@@ -56,6 +56,13 @@ void PeerStaging::erase(const ChunkKey& key) {
   consumed_.fetch_add(1, std::memory_order_relaxed);
 }
 
+bool PeerStaging::hasRoom(uint64_t bytes) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (used_ + bytes <= capacity_) return true;
+  if (oldestFirst_.empty()) return false;
+  return Clock::now() - entries_.at(oldestFirst_.front()).staged >= staleAfter_;
+}
+
 uint64_t PeerStaging::bytesUsed() const {
   std::lock_guard<std::mutex> lock(mu_);
   return used_;

@@ -38,6 +38,9 @@ class PeerStaging : public ChunkStore {
   TierUsage usage() const override;
 
   uint64_t capacityBytes() const { return capacity_; }
+  // True when `bytes` more would be admitted now: they fit, or the oldest
+  // staged chunk is stale (insert drops it).
+  bool hasRoom(uint64_t bytes) const;
   uint64_t bytesUsed() const;
   // Chunks admitted, and chunks erased after their read (consumed), since start.
   uint64_t admitted() const { return admitted_.load(std::memory_order_relaxed); }

@@ -219,10 +219,20 @@ void Prefetcher::schedule(Stream& s, const std::shared_ptr<Stream>& ref, size_t 
       const uint64_t slice = st->capacityBytes() / std::max<size_t>(1, streams);
       if (s.plan->bytesBetween(base, s.issued + 1) > slice / 2) break;
     }
+    // Another node's file is fetched only when the staging area has room for
+    // it: a fetched chunk that staging had to refuse would be network wasted.
+    // (An entry larger than the whole area goes through the RAM tier as before.)
+    const bool staged = cache_.staging() != nullptr && cache_.ownedElsewhere(e.identity.fileId) &&
+                        e.length <= cache_.staging()->capacityBytes();
+    if (staged) {
+      if (!cache_.staging()->hasRoom(stagingInflight_.load() + e.length)) break;
+      stagingInflight_.fetch_add(e.length);
+    }
     inflightBytes_.fetch_add(e.length);
     Task t;
     t.stream = ref;
     t.pos = static_cast<uint32_t>(s.issued);
+    t.staged = staged;
     tasks_.enqueue(std::move(t));
     ++s.issued;
   }
@@ -305,8 +315,7 @@ void Prefetcher::workerLoop() {
       const uint64_t end = std::min(e.identity.size, e.offset + e.length);
       // Another node's file goes to the staging area (peer prefetch), never
       // into the RAM tier that holds this node's own share.
-      const bool viaStaging =
-          cache_.staging() != nullptr && cache_.ownedElsewhere(e.identity.fileId);
+      const bool viaStaging = t.staged;
       for (uint64_t off = e.offset - e.offset % cs; off < end; off += cs) {
         const uint32_t index = static_cast<uint32_t>(off / cs);
         auto r = viaStaging ? cache_.stage(e.relPath, e.identity, index)
@@ -330,6 +339,7 @@ void Prefetcher::workerLoop() {
       }
     }
     inflightBytes_.fetch_sub(e.length);
+    if (t.staged) stagingInflight_.fetch_sub(e.length);
     t.stream.reset();
     schedCv_.notify_one();
   }

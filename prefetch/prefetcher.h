@@ -112,6 +112,7 @@ class Prefetcher : public cache::EvictionAdvisor {
     uint32_t pos = 0;
     std::shared_ptr<const ReadAheadFile> file;
     uint32_t chunk = 0;
+    bool staged = false;  // another node's file: goes to the staging area
   };
   void runReadAhead(const Task& t);
   using Streams = std::vector<std::shared_ptr<Stream>>;
@@ -132,6 +133,7 @@ class Prefetcher : public cache::EvictionAdvisor {
   std::atomic<bool> live_{false};
   std::atomic<uint64_t> offPlanStreak_{0};
   std::atomic<uint64_t> inflightBytes_{0};
+  std::atomic<uint64_t> stagingInflight_{0};  // bytes of staged entries being fetched
   std::atomic<uint64_t> readAheadChunks_{0};
 
   moodycamel::BlockingConcurrentQueue<Task> tasks_;

@@ -56,6 +56,8 @@ TEST_F(LocalityClusterTest, RemoteBytesAtMostTenPercentOfDistributedSampler) {
   EXPECT_TRUE(loc["global_batches_identical"].get<bool>());
   EXPECT_EQ(loc["bytes_read"], plain["bytes_read"]);
   EXPECT_EQ(loc["placement_versions"].size(), 1u) << "ranks used different placement maps";
+  EXPECT_TRUE(j["epochctl_placement_matches"].get<bool>())
+      << "`epochctl placement --json` differs from epochfs.admin.placement()";
   EXPECT_EQ(plain["source_bytes"], 0);
   EXPECT_EQ(loc["source_bytes"], 0);
 }

@@ -19,6 +19,7 @@
 #include "tools/epochctl/mrc_command.h"
 #include "tools/epochctl/order_command.h"
 #include "tools/epochctl/path_list.h"
+#include "tools/epochctl/placement_command.h"
 #include "tools/epochctl/stats_watch.h"
 #include "tools/epochctl/warm_command.h"
 
@@ -110,10 +111,12 @@ int main(int argc, char** argv) {
   auto* metrics = app.add_subcommand("metrics", "Prometheus text exposition of every counter");
   auto* mrc = app.add_subcommand("mrc", "Miss-ratio curve: hit ratio by cache size, LRU vs order-aware");
   auto* peers = app.add_subcommand("peers", "Cluster members (when clustered)");
+  auto* placement = app.add_subcommand("placement", "Owner node of every file, and the map's version (clustered)");
   auto* unmount = app.add_subcommand("unmount", "Unmount and stop the daemon");
   app.add_subcommand("model", "The paper's loading model and locality simulator (--paper, --png DIR; docs/MODEL.md)")
       ->allow_extras();
-  for (auto* sub : {status, stats, refresh, ls, warm, evict, order, metrics, mrc, peers, unmount}) {
+  for (auto* sub : {status, stats, refresh, ls, warm, evict, order, metrics, mrc, peers, placement,
+                    unmount}) {
     sub->add_option("mountpoint", mountpoint, "An epochfs mountpoint")->required();
     sub->add_flag("--json", asJson, "Machine-readable output");
     sub->add_option("--socket", socket, "Admin socket (default: from the mount's xattr)");
@@ -210,6 +213,9 @@ int main(int argc, char** argv) {
     } else if (cmd == "refresh") {
       reply = client.call({{"cmd", "refresh"}}, 3600);
       text = ctl::formatRefresh(reply);
+    } else if (cmd == "placement") {
+      reply = ctl::runPlacement(client);
+      text = ctl::formatPlacement(reply);
     } else if (cmd == "unmount") {
       reply = client.call({{"cmd", "unmount"}});
       text = "unmounting " + reply.value("unmounting", mountpoint) + "\n";

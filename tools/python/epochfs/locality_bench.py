@@ -257,6 +257,15 @@ def run(bindir, files=2048, local_batches=(8, 32, 64, 128), seed=0, workers=0, t
         counts = {c.recv()["samples"] for c in conns}
         if counts != {files}:
             raise RuntimeError("ranks see %s samples, expected %d" % (counts, files))
+        # `epochctl placement --json` and the Python client read the same map on every node.
+        maps = []
+        for m in cluster.mounts:
+            ctl_map = cluster.ctl("placement", m)
+            version, owners = admin.placement(m)
+            maps.append(ctl_map["version"] == version and ctl_map["total"] == files
+                        and {e[0]: e[1] for e in ctl_map["entries"]} == owners)
+        result["epochctl_placement_matches"] = all(maps)
+        result["files_per_owner"] = [sum(1 for o in owners.values() if o == n) for n in range(NODES)]
 
         def phase(sampler, epoch, local_batch, measured=True):
             if measured:

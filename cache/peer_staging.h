@@ -57,7 +57,7 @@ class PeerStaging : public ChunkStore {
   };
   const uint64_t capacity_;
   const std::chrono::milliseconds staleAfter_;
-  mutable std::mutex mu_;  // guards everything below
+  mutable std::mutex mu_;                        // guards everything below
   std::unordered_map<uint64_t, Entry> entries_;  // by key hash
   std::list<uint64_t> oldestFirst_;
   uint64_t used_ = 0;

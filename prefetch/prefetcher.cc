@@ -205,9 +205,6 @@ void Prefetcher::schedule(Stream& s, const std::shared_ptr<Stream>& ref, size_t 
     }
     const uint64_t inflight = inflightBytes_.load();
     if (inflight > 0 && inflight + e.length > options_.memoryBytes) break;  // budget full
-    // Lead bound: the RAM tier's share for prefetched data and, with peer
-    // staging, this stream's slice of the staging area (the lead's peer-owned
-    // entries wait there), so staging only ever drops chunks nobody will read.
     if (options_.maxLeadBytes > 0 && s.issued > base &&
         s.plan->bytesBetween(base, s.issued + 1) > options_.maxLeadBytes) {
       break;  // far enough ahead
@@ -329,7 +326,8 @@ void Prefetcher::workerLoop() {
         // The reader got there first (a demand read): a staged copy now would
         // never be read, so it must not take room in the staging area.
         for (uint64_t off = e.offset - e.offset % cs; off < end; off += cs) {
-          cache_.staging()->erase(cache_.keyFor(e.identity.fileId, static_cast<uint32_t>(off / cs)));
+          const auto index = static_cast<uint32_t>(off / cs);
+          cache_.staging()->erase(cache_.keyFor(e.identity.fileId, index));
         }
       }
       t.stream->prefetchedFiles.fetch_add(1, std::memory_order_relaxed);

@@ -21,7 +21,11 @@ class LocalityClusterTest : public MountTest {
   nlohmann::json runBench(const std::string& bench, const std::vector<std::string>& extra) {
     std::vector<std::string> argv = {"/usr/bin/python3",
                                      std::string(EPOCHFS_SOURCE_DIR) + "/tools/cluster-bench",
-                                     bench, "--json", "--workdir", root_, "--bin",
+                                     bench,
+                                     "--json",
+                                     "--workdir",
+                                     root_,
+                                     "--bin",
                                      EPOCHFS_BIN_DIR};
     argv.insert(argv.end(), extra.begin(), extra.end());
     ProcResult r = runProcess(argv, 300);
@@ -74,10 +78,11 @@ TEST_F(LocalityClusterTest, PeerPrefetchServesEightyPercentOfEpochTwoOnNode) {
   const nlohmann::json j = runBench("peer-prefetch", {"--files", "1536"});
   ASSERT_TRUE(j.is_object()) << "no JSON from the bench";
   const auto& r = j["with_prefetch"];
-  std::printf("epoch 2: %.1f %% of %d reads on the node (%d from staging); peer bytes %.1f %% of "
-              "the bytes read\n",
-              100 * r["on_node_fraction"].get<double>(), r["reads"].get<int>(),
-              r["reads_from_staging"].get<int>(), 100 * r["peer_bytes_fraction"].get<double>());
+  std::printf(
+      "epoch 2: %.1f %% of %d reads on the node (%d from staging); peer bytes %.1f %% of "
+      "the bytes read\n",
+      100 * r["on_node_fraction"].get<double>(), r["reads"].get<int>(),
+      r["reads_from_staging"].get<int>(), 100 * r["peer_bytes_fraction"].get<double>());
   EXPECT_GE(r["on_node_fraction"].get<double>(), 0.80);
   EXPECT_GE(r["reads"].get<int>(), 1536);
   EXPECT_GT(r["peer_bytes_fraction"].get<double>(), 0.60);

@@ -111,9 +111,10 @@ int main(int argc, char** argv) {
   auto* metrics = app.add_subcommand("metrics", "Prometheus text exposition of every counter");
   auto* mrc = app.add_subcommand("mrc", "Miss-ratio curve: hit ratio by cache size, LRU vs order-aware");
   auto* peers = app.add_subcommand("peers", "Cluster members (when clustered)");
-  auto* placement = app.add_subcommand("placement", "Owner node of every file, and the map's version (clustered)");
+  auto* placement =
+      app.add_subcommand("placement", "Owner node of every file, and the map's version (cluster)");
   auto* unmount = app.add_subcommand("unmount", "Unmount and stop the daemon");
-  app.add_subcommand("model", "The paper's loading model and locality simulator (--paper, --png DIR; docs/MODEL.md)")
+  app.add_subcommand("model", "The paper's loading model and locality simulator (docs/MODEL.md)")
       ->allow_extras();
   for (auto* sub : {status, stats, refresh, ls, warm, evict, order, metrics, mrc, peers, placement,
                     unmount}) {

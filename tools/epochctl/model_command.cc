@@ -61,9 +61,10 @@ int runModel(int argc, char** args) {
   const char* old = getenv("PYTHONPATH");
   const std::string pp = old != nullptr && *old != '\0' ? *path + ":" + old : *path;
   setenv("PYTHONPATH", pp.c_str(), 1);
-  std::vector<char*> argv = {const_cast<char*>(python), const_cast<char*>("-c"),
-                             const_cast<char*>("import sys; from epochfs.model import main; "
-                                               "sys.exit(main(sys.argv[1:], prog='epochctl model'))")};
+  std::vector<char*> argv = {
+      const_cast<char*>(python), const_cast<char*>("-c"),
+      const_cast<char*>("import sys; from epochfs.model import main; "
+                        "sys.exit(main(sys.argv[1:], prog='epochctl model'))")};
   for (int i = 0; i < argc; ++i) argv.push_back(args[i]);
   argv.push_back(nullptr);
   execvp(python, argv.data());

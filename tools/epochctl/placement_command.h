@@ -5,9 +5,8 @@
 // the whole map is read again if the version changes in between.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "tools/epochctl/admin_client.h"
 

@@ -10,8 +10,8 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,7 +46,8 @@ cache::ChunkRef chunkOf(uint64_t fileId, uint32_t index, size_t size, uint64_t i
   id.fileId = fileId;
   id.size = 1 << 20;
   id.inode = inode;
-  return cache::makeChunk(cache::ChunkKey::make(7, fileId, index), id, std::vector<char>(size, 'x'));
+  return cache::makeChunk(cache::ChunkKey::make(7, fileId, index), id,
+                          std::vector<char>(size, 'x'));
 }
 
 // Pass: a full staging area refuses a new chunk while what it holds is fresh
@@ -94,9 +95,7 @@ TEST(PeerStagingTest, BoundedFifoVersionedStore) {
 class FakePeers : public cache::PeerSource {
  public:
   explicit FakePeers(testing::LatencySource& remote) : remote_(remote) {}
-  bool ownedElsewhere(uint64_t fileId) const override {
-    return peerFiles_.count(fileId) != 0;
-  }
+  bool ownedElsewhere(uint64_t fileId) const override { return peerFiles_.count(fileId) != 0; }
   cache::Result<cache::ChunkRef> fetch(const std::string& relPath, const cache::FileIdentity& id,
                                        const cache::ChunkKey& key) override {
     fetches.fetch_add(1);
@@ -116,7 +115,10 @@ class FakePeers : public cache::PeerSource {
 
 struct StagingRig {
   StagingRig()
-      : source(200us), peers(source), ram(16ull << 20), staging(1 << 20),
+      : source(200us),
+        peers(source),
+        ram(16ull << 20),
+        staging(1 << 20),
         cache(options(), source, ram, nullptr) {
     spdlog::set_level(spdlog::level::warn);
     cache.setPeers(&peers);

@@ -68,6 +68,10 @@ def _rank_main(conn, rank, world, node, mount, workers):
         if cmd["sampler"] == "plain":
             sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True,
                                          seed=cmd["seed"])
+        elif cmd["sampler"] == "registered":  # DistributedSampler's indices, order registered
+            from .torch import ShuffleAwareSampler
+            sampler = ShuffleAwareSampler(dataset, num_replicas=world, rank=rank, shuffle=True,
+                                          seed=cmd["seed"], mountpoint=mount)
         else:
             sampler = LocalityAwareSampler(
                 dataset, num_replicas=world, rank=rank, shuffle=True, seed=cmd["seed"],
@@ -83,7 +87,7 @@ def _rank_main(conn, rank, world, node, mount, workers):
             if step:
                 time.sleep(step)
         reply = {"rank": rank, "batches": batches, "bytes": nbytes}
-        if cmd["sampler"] != "plain":
+        if cmd["sampler"] == "locality":
             reply["version"] = sampler.placement_version
             reply["predicted"] = {k: v for k, v in sampler.stats().items() if k != "rank_local"}
         conn.send(reply)

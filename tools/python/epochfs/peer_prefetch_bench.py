@@ -16,7 +16,9 @@ peers in that epoch (`epochctl peers`), against the bytes read. `--prefetch-memo
 slice of the staging area (1 MiB, about 100 of these files) is far less than its epoch (192
 files at the default size), so the measured epoch cannot simply have been staged whole during the
 pause between epochs. With `--baseline` the same run is repeated on a cluster without prefetch
-(`--prefetch-window 0`).
+(`--prefetch-window 0`). With `--registered` the ranks use `epochfs.torch.ShuffleAwareSampler`
+(the same indices, the order registered over the admin socket at each epoch's start) and the
+daemons run without `--order`.
 """
 
 import multiprocessing
@@ -30,12 +32,12 @@ from .locality_bench import (NODES, RANKS_PER_NODE, LoopbackCluster, _delta, _dr
 
 
 def _one_cluster(bindir, root, src, data_bytes, files, seed, local_batch, step_ms, workers, tls,
-                 prefetch, prefetch_memory, log):
+                 prefetch, prefetch_memory, log, registered=False):
     world = NODES * RANKS_PER_NODE
     extra = ("--prefetch-memory", prefetch_memory) if prefetch else ("--prefetch-window", "0")
 
     def node_extra(i):
-        if not prefetch:
+        if not prefetch or registered:
             return ()
         ranks = "+".join(str(r) for r in range(i * RANKS_PER_NODE, (i + 1) * RANKS_PER_NODE))
         return ("--order", "torch-distributed:seed=%d,world=%d,ranks=%s" % (seed, world, ranks))
@@ -62,7 +64,7 @@ def _one_cluster(bindir, root, src, data_bytes, files, seed, local_batch, step_m
             held_before = _sum(before, "staging_used")
             t0 = time.monotonic()
             for c in conns:
-                c.send({"sampler": "plain", "epoch": e, "local_batch": local_batch,
+                c.send({"sampler": "registered" if registered else "plain", "epoch": e, "local_batch": local_batch,
                         "seed": seed, "step_ms": step_ms})
             replies = [c.recv() for c in conns]
             secs = time.monotonic() - t0
@@ -116,7 +118,7 @@ def _one_cluster(bindir, root, src, data_bytes, files, seed, local_batch, step_m
 
 
 def run(bindir, files=1536, seed=0, local_batch=32, step_ms=0, workers=0, tls="tcp",
-        baseline=False, prefetch_memory="2M", workdir=None, log=print):
+        baseline=False, prefetch_memory="2M", registered=False, workdir=None, log=print):
     root = tempfile.mkdtemp(prefix="epochfs-peerprefetch-", dir=workdir)
     try:
         src = os.path.join(root, "src")
@@ -124,14 +126,16 @@ def run(bindir, files=1536, seed=0, local_batch=32, step_ms=0, workers=0, tls="t
         result = {"nodes": NODES, "ranks_per_node": RANKS_PER_NODE, "files": files,
                   "dataset_bytes": data_bytes, "seed": seed, "local_batch": local_batch,
                   "step_ms": step_ms, "workers": workers, "ucx_tls": tls,
-                  "prefetch_memory": prefetch_memory}
+                  "prefetch_memory": prefetch_memory,
+                  "order": "registered (ShuffleAwareSampler)" if registered
+                           else "zero-change (--order torch-distributed)"}
         runs = [True, False] if baseline else [True]
         for prefetch in runs:
             sub = os.path.join(root, "prefetch" if prefetch else "baseline")
             os.makedirs(sub)
             result["with_prefetch" if prefetch else "without_prefetch"] = _one_cluster(
                 bindir, sub, src, data_bytes, files, seed, local_batch, step_ms, workers, tls,
-                prefetch, prefetch_memory, log)
+                prefetch, prefetch_memory, log, registered=registered)
         return result
     finally:
         if not os.environ.get("EPOCHFS_BENCH_KEEP"):

@@ -30,6 +30,7 @@ struct CacheStats {
   // Reader-visible: chunk pieces and bytes handed to FUSE reads, by the tier
   // that had them.
   TierCounters ram;
+  TierCounters staging;  // peer prefetch's staging area (other nodes' files)
   TierCounters disk;
   TierCounters peer;
   TierCounters source;
@@ -38,6 +39,8 @@ struct CacheStats {
   // Whole chunks fetched from owner peers, and peer fetches that failed (the
   // read then went to the source).
   TierCounters peerReads;
+  // Whole chunks the prefetcher fetched from peers into the staging area.
+  TierCounters stagedReads;
   std::atomic<uint64_t> peerErrors{0};
   std::atomic<uint64_t> coalesced{0};      // misses that waited on another's fetch
   std::atomic<uint64_t> sourceErrors{0};   // source reads that failed

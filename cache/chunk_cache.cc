@@ -11,6 +11,7 @@ ChunkCache::ChunkCache(const Options& options, Source& source, ChunkStore& ram, 
 void ChunkCache::countServed(Tier from, uint64_t bytes) {
   switch (from) {
     case Tier::kRam: return stats_.ram.add(bytes);
+    case Tier::kStaging: return stats_.staging.add(bytes);
     case Tier::kDisk: return stats_.disk.add(bytes);
     case Tier::kPeer: return stats_.peer.add(bytes);
     case Tier::kSource: return stats_.source.add(bytes);
@@ -27,13 +28,23 @@ Result<ChunkRef> ChunkCache::getForPeer(const std::string& relPath, const FileId
   return lookupOrFetch(relPath, id, index, nullptr, false);
 }
 
+Result<ChunkRef> ChunkCache::stage(const std::string& relPath, const FileIdentity& id,
+                                   uint32_t index) {
+  return lookupOrFetch(relPath, id, index, nullptr, peers_ != nullptr, staging_ != nullptr);
+}
+
 Result<ChunkRef> ChunkCache::lookupOrFetch(const std::string& relPath, const FileIdentity& id,
-                                           uint32_t index, Tier* from, bool askPeers) {
+                                           uint32_t index, Tier* from, bool askPeers,
+                                           bool toStaging) {
   const ChunkKey key = keyFor(id.fileId, index);
   Tier dummy;
   Tier& tier = from != nullptr ? *from : dummy;
   tier = Tier::kRam;
   if (ChunkRef c = ram_.lookup(key, id)) return c;
+  if (staging_ != nullptr) {
+    tier = Tier::kStaging;
+    if (ChunkRef c = staging_->lookup(key, id)) return c;
+  }
   if (disk_ != nullptr) {
     tier = Tier::kDisk;
     if (ChunkRef c = disk_->lookup(key, id)) {
@@ -57,6 +68,7 @@ Result<ChunkRef> ChunkCache::lookupOrFetch(const std::string& relPath, const Fil
   }
   if (!leader) {
     stats_.coalesced.fetch_add(1, std::memory_order_relaxed);
+    if (askPeers && peers_->ownedElsewhere(id.fileId)) tier = Tier::kPeer;  // waits on the network
     std::unique_lock<std::mutex> lock(flight->mu);
     flight->cv.wait(lock, [&] { return flight->done; });
     // The leader may have fetched another version of the file; only share
@@ -70,8 +82,13 @@ Result<ChunkRef> ChunkCache::lookupOrFetch(const std::string& relPath, const Fil
   // A previous leader may have finished between our lookup and our
   // registration: look again before reading anything.
   ChunkRef again = ram_.lookup(key, id);
-  if (again) tier = Tier::kRam;
-  Result<ChunkRef> result = again ? Result<ChunkRef>(again) : fetch(relPath, id, key, askPeers, &tier);
+  if (again) {
+    tier = Tier::kRam;
+  } else if (staging_ != nullptr && (again = staging_->lookup(key, id))) {
+    tier = Tier::kStaging;
+  }
+  Result<ChunkRef> result =
+      again ? Result<ChunkRef>(again) : fetch(relPath, id, key, askPeers, toStaging, &tier);
   {
     std::lock_guard<std::mutex> lock(flight->mu);
     flight->result = result;
@@ -86,12 +103,18 @@ Result<ChunkRef> ChunkCache::lookupOrFetch(const std::string& relPath, const Fil
 }
 
 Result<ChunkRef> ChunkCache::fetch(const std::string& relPath, const FileIdentity& id,
-                                   const ChunkKey& key, bool askPeers, Tier* from) {
+                                   const ChunkKey& key, bool askPeers, bool toStaging,
+                                   Tier* from) {
   if (askPeers && peers_->ownedElsewhere(id.fileId)) {
     Result<ChunkRef> r = peers_->fetch(relPath, id, key);
     if (r.isOk() && r.value()->identity == id && r.value()->key == key && r.value()->verify()) {
       stats_.peerReads.add(r.value()->size());
       *from = Tier::kPeer;
+      if (toStaging) {  // peer prefetch: outside the RAM tier altogether
+        stats_.stagedReads.add(r.value()->size());
+        staging_->insert(r.value());
+        return r;
+      }
       // Another node's share: kept in RAM as the first to go, never on disk,
       // so it does not displace this node's own share.
       if (ram_.insert(r.value())) ram_.demote(key);

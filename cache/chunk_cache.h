@@ -17,6 +17,7 @@
 #include "cache/chunk.h"
 #include "cache/chunk_store.h"
 #include "cache/peer_source.h"
+#include "cache/peer_staging.h"
 #include "cache/source.h"
 
 namespace epochfs::cache {
@@ -34,12 +35,25 @@ class ChunkCache {
   // Joins a cluster: misses of files other nodes own are asked of them first.
   // Set once before reads start; `peers` must outlive this cache.
   void setPeers(PeerSource* peers) { peers_ = peers; }
+  // Peer prefetch (cache/peer_staging.h): a bounded store, looked up after the
+  // RAM tier, that stage() fills. Set once before reads start; not owned.
+  void setStaging(PeerStaging* staging) { staging_ = staging; }
+  PeerStaging* staging() { return staging_; }
+  // True when a peer owns the file (a miss would go to the network).
+  bool ownedElsewhere(uint64_t fileId) const {
+    return peers_ != nullptr && peers_->ownedElsewhere(fileId);
+  }
+
+  // As get(), for the prefetcher: a chunk fetched from its owner peer lands in
+  // the staging area instead of the RAM tier. Coalesces with demand reads.
+  Result<ChunkRef> stage(const std::string& relPath, const FileIdentity& id, uint32_t index);
 
   // As get(), for a request that came from a peer: never asks peers again
   // (this node is the owner, or the asker falls back to its own source).
   Result<ChunkRef> getForPeer(const std::string& relPath, const FileIdentity& id, uint32_t index);
 
-  enum class Tier { kRam, kDisk, kPeer, kSource };
+  // Ordered from cheapest to dearest (a read's worst piece decides).
+  enum class Tier { kRam, kStaging, kDisk, kPeer, kSource };
 
   // Chunk `index` of the file `relPath` at version `id`. Never returns bytes
   // of another version: a changed source file yields kStale. `from` (if set)
@@ -81,10 +95,11 @@ class ChunkCache {
   };
 
   Result<ChunkRef> lookupOrFetch(const std::string& relPath, const FileIdentity& id,
-                                 uint32_t index, Tier* from, bool askPeers);
+                                 uint32_t index, Tier* from, bool askPeers,
+                                 bool toStaging = false);
   // The miss path of the coalescing leader: the owner peer, then the source.
   Result<ChunkRef> fetch(const std::string& relPath, const FileIdentity& id, const ChunkKey& key,
-                         bool askPeers, Tier* from);
+                         bool askPeers, bool toStaging, Tier* from);
   Result<ChunkRef> fetchFromSource(const std::string& relPath, const FileIdentity& id,
                                    const ChunkKey& key);
 
@@ -93,6 +108,7 @@ class ChunkCache {
   ChunkStore& ram_;
   ChunkStore* disk_;
   PeerSource* peers_ = nullptr;
+  PeerStaging* staging_ = nullptr;
   CacheStats stats_;
   mutable std::mutex inflightMu_;  // guards inflight_ only; never held during I/O
   std::unordered_map<uint64_t, std::shared_ptr<InFlight>> inflight_;

@@ -245,6 +245,12 @@ json AdminCommands::stats() const {
   const cache::CacheStats& st = m_.cache.stats();
   json tiers = {{"ram", tierJson(m_.ram.usage(), st.ram)}};
   if (m_.disk != nullptr) tiers["disk"] = tierJson(m_.disk->usage(), st.disk);
+  if (cache::PeerStaging* staging = m_.cache.staging()) {  // clustered: peer prefetch
+    tiers["staging"] = tierJson(staging->usage(), st.staging);
+    tiers["staging"]["refused"] = staging->refused();
+    tiers["staging"]["staged_chunks"] = st.stagedReads.chunks.load();
+    tiers["staging"]["staged_bytes"] = st.stagedReads.bytes.load();
+  }
   tiers["source"] = {{"chunks", st.source.chunks.load()},
                      {"bytes", st.source.bytes.load()},
                      {"read_chunks", st.sourceReads.chunks.load()},

@@ -14,6 +14,7 @@
 
 #include "cache/delayed_source.h"
 #include "cache/disk_tier.h"
+#include "cache/peer_staging.h"
 #include "cache/ram_tier.h"
 #include "fusefs/admin_protocol.h"
 #include "fusefs/admin_paths.h"
@@ -187,6 +188,10 @@ Status Daemon::startCluster() {
   if (!cluster.isOk()) return cluster.status();
   cluster_ = std::move(cluster).value();
   cache_->setPeers(cluster_.get());
+  // Peer prefetch stages other nodes' files apart from the RAM tier, within
+  // the prefetch memory budget (docs/PREFETCH.md).
+  staging_ = std::make_unique<cache::PeerStaging>(options_.prefetchMemory);
+  cache_->setStaging(staging_.get());
   return Status::ok();
 }
 

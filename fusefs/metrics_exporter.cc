@@ -85,14 +85,14 @@ std::string MetricsExporter::render(const json& status, const json& stats,
   const json& src = tiers["source"];
   w.family("epochfs_served_bytes_total", "counter",
            "Bytes handed to READ requests, by the tier that had them (kernel page cache hits are invisible).");
-  for (const char* t : {"ram", "disk"}) {
+  for (const char* t : {"ram", "staging", "disk"}) {
     if (tiers.contains(t)) w.sample("epochfs_served_bytes_total", std::string("tier=\"") + t + "\"", num(tiers[t], "hit_bytes"));
   }
   w.sample("epochfs_served_bytes_total", "tier=\"peer\"", num(stats["peer"], "hit_bytes"));
   w.sample("epochfs_served_bytes_total", "tier=\"source\"", num(src, "bytes"));
   w.family("epochfs_served_chunks_total", "counter",
            "Chunk pieces handed to READ requests, by the tier that had them.");
-  for (const char* t : {"ram", "disk"}) {
+  for (const char* t : {"ram", "staging", "disk"}) {
     if (tiers.contains(t)) w.sample("epochfs_served_chunks_total", std::string("tier=\"") + t + "\"", num(tiers[t], "hit_chunks"));
   }
   w.sample("epochfs_served_chunks_total", "tier=\"peer\"", num(stats["peer"], "hit_chunks"));
@@ -114,7 +114,7 @@ std::string MetricsExporter::render(const json& status, const json& stats,
   };
   for (const auto& g : gauges) {
     w.family(g.name, g.type, g.help);
-    for (const char* t : {"ram", "disk"}) {
+    for (const char* t : {"ram", "staging", "disk"}) {
       if (tiers.contains(t)) w.sample(g.name, std::string("tier=\"") + t + "\"", num(tiers[t], g.key));
     }
   }

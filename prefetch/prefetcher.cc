@@ -107,7 +107,10 @@ void Prefetcher::demote(const PlanEntry& e) {
   const uint32_t cs = cache_.chunkSize();
   const uint64_t end = std::min(e.identity.size, e.offset + e.length);
   for (uint64_t off = e.offset - e.offset % cs; off < end; off += cs) {
-    cache_.ram().demote(cache_.keyFor(e.identity.fileId, static_cast<uint32_t>(off / cs)));
+    const cache::ChunkKey key = cache_.keyFor(e.identity.fileId, static_cast<uint32_t>(off / cs));
+    cache_.ram().demote(key);
+    // A staged copy of another node's chunk has served its read: free its room.
+    if (cache_.staging() != nullptr) cache_.staging()->erase(key);
   }
 }
 
@@ -117,6 +120,13 @@ void Prefetcher::onRead(uint64_t fileId, uint64_t offset, uint64_t size,
   if (!live_.load(std::memory_order_relaxed)) return;
   auto all = streams();
   bool planned = false;
+  // One read is one entry of one stream: the plans of other ranks (or the
+  // next epoch, in the zero-change mode's two-epoch plans) may name the same
+  // file, and must not see it consumed. The entry nearest its stream's
+  // position is the one being read.
+  Stream* best = nullptr;
+  uint32_t bestPos = 0;
+  uint64_t bestDistance = UINT64_MAX;
   for (const auto& s : *all) {
     const auto* positions = s->plan->positionsOf(fileId);
     if (positions == nullptr) continue;
@@ -128,25 +138,34 @@ void Prefetcher::onRead(uint64_t fileId, uint64_t offset, uint64_t size,
       if (offset + size <= e.offset || offset >= e.offset + std::max<uint64_t>(e.length, 1)) {
         continue;
       }
-      if (from == cache::ChunkCache::Tier::kSource) {
-        s->stalls.fetch_add(1, std::memory_order_relaxed);
-      } else {
-        s->hits.fetch_add(1, std::memory_order_relaxed);
-      }
-      s->lastProgressNs.store(nowNs(), std::memory_order_relaxed);
-      if (offset + size >= e.offset + e.length) {
-        const uint8_t before = s->state[pos].fetch_or(Stream::kConsumed);
-        if ((before & Stream::kConsumed) == 0) {
-          if (before & Stream::kPrefetched) s->ahead.fetch_sub(1, std::memory_order_relaxed);
-          demote(e);
-          s->consumed.fetch_add(1, std::memory_order_relaxed);
-          uint64_t h = s->highest.load(std::memory_order_relaxed);
-          while (h < pos + 1u && !s->highest.compare_exchange_weak(h, pos + 1u)) {
-          }
-          schedCv_.notify_one();
-        }
-      }
+      const uint64_t progress = s->progress();
+      const uint64_t distance = pos > progress ? pos - progress : 0;
+      if (distance < bestDistance) best = s.get(), bestPos = pos, bestDistance = distance;
       break;
+    }
+  }
+  if (best != nullptr) {
+    Stream* s = best;
+    const uint32_t pos = bestPos;
+    const PlanEntry& e = s->plan->at(pos);
+    // Waiting on the network or the source is a stall; RAM, staging, disk are hits.
+    if (from >= cache::ChunkCache::Tier::kPeer) {
+      s->stalls.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      s->hits.fetch_add(1, std::memory_order_relaxed);
+    }
+    s->lastProgressNs.store(nowNs(), std::memory_order_relaxed);
+    if (offset + size >= e.offset + e.length) {
+      const uint8_t before = s->state[pos].fetch_or(Stream::kConsumed);
+      if ((before & Stream::kConsumed) == 0) {
+        if (before & Stream::kPrefetched) s->ahead.fetch_sub(1, std::memory_order_relaxed);
+        demote(e);
+        s->consumed.fetch_add(1, std::memory_order_relaxed);
+        uint64_t h = s->highest.load(std::memory_order_relaxed);
+        while (h < pos + 1u && !s->highest.compare_exchange_weak(h, pos + 1u)) {
+        }
+        schedCv_.notify_one();
+      }
     }
   }
   if (planned) {
@@ -191,7 +210,7 @@ void Prefetcher::release(uint64_t bytes) {
   inflightTasks_.fetch_sub(1);
 }
 
-void Prefetcher::schedule(Stream& s, const std::shared_ptr<Stream>& ref) {
+void Prefetcher::schedule(Stream& s, const std::shared_ptr<Stream>& ref, size_t streams) {
   const uint64_t base = std::max(s.progress(), s.highest.load(std::memory_order_relaxed));
   s.issued = std::max(s.issued, s.progress());
   const uint64_t target = std::min<uint64_t>(s.plan->size(), base + options_.windowFiles);
@@ -206,13 +225,28 @@ void Prefetcher::schedule(Stream& s, const std::shared_ptr<Stream>& ref) {
       leadWaits_.fetch_add(1, std::memory_order_relaxed);
       break;  // far enough ahead
     }
+    // Staging: half of this stream's slice of the area. The other half is for
+    // what several loader workers have read past without the stream's
+    // position getting there yet (staged, not yet read).
+    if (cache::PeerStaging* st = cache_.staging(); st != nullptr && s.issued > base) {
+      const uint64_t slice = st->capacityBytes() / std::max<size_t>(1, streams);
+      if (s.plan->bytesBetween(base, s.issued + 1) > slice / 2) break;
+    }
+    // Another node's file is fetched only when the staging area has room for
+    // it: a fetched chunk that staging had to refuse would be network wasted.
+    // (An entry larger than the whole area goes through the RAM tier as before.)
+    const bool staged = cache_.staging() != nullptr && cache_.ownedElsewhere(e.identity.fileId) &&
+                        e.length <= cache_.staging()->capacityBytes();
+    if (staged && !cache_.staging()->hasRoom(stagingInflight_.load() + e.length)) break;
     if (!tryReserve(e.length)) {
       budgetWaits_.fetch_add(1, std::memory_order_relaxed);
       break;  // budget full: resumes when a fetch completes
     }
+    if (staged) stagingInflight_.fetch_add(e.length);
     Task t;
     t.stream = ref;
     t.pos = static_cast<uint32_t>(s.issued);
+    t.staged = staged;
     tasks_.enqueue(std::move(t));
     ++s.issued;
   }
@@ -252,7 +286,7 @@ void Prefetcher::schedulerLoop() {
         streams_ = std::move(next);
         continue;
       }
-      schedule(*s, s);
+      schedule(*s, s, all->size());
     }
   }
 }
@@ -296,11 +330,24 @@ void Prefetcher::workerLoop() {
     if (!t.stream->expired.load() && !t.stream->isConsumed(t.pos)) {
       const uint32_t cs = cache_.chunkSize();
       const uint64_t end = std::min(e.identity.size, e.offset + e.length);
+      // Another node's file goes to the staging area (peer prefetch), never
+      // into the RAM tier that holds this node's own share.
+      const bool viaStaging = t.staged;
       for (uint64_t off = e.offset - e.offset % cs; off < end; off += cs) {
-        auto r = cache_.get(e.relPath, e.identity, static_cast<uint32_t>(off / cs));
+        const uint32_t index = static_cast<uint32_t>(off / cs);
+        auto r = viaStaging ? cache_.stage(e.relPath, e.identity, index)
+                            : cache_.get(e.relPath, e.identity, index);
         if (!r.isOk()) {
           spdlog::debug("prefetch {}: {}", e.relPath, r.status().toString());
           break;
+        }
+      }
+      if (viaStaging && t.stream->isConsumed(t.pos)) {
+        // The reader got there first (a demand read): a staged copy now would
+        // never be read, so it must not take room in the staging area.
+        for (uint64_t off = e.offset - e.offset % cs; off < end; off += cs) {
+          const auto index = static_cast<uint32_t>(off / cs);
+          cache_.staging()->erase(cache_.keyFor(e.identity.fileId, index));
         }
       }
       t.stream->prefetchedFiles.fetch_add(1, std::memory_order_relaxed);
@@ -310,6 +357,7 @@ void Prefetcher::workerLoop() {
       }
     }
     release(e.length);
+    if (t.staged) stagingInflight_.fetch_sub(e.length);
     t.stream.reset();
     schedCv_.notify_one();
   }

@@ -10,6 +10,10 @@
 //   flight; `workers` threads run the fetches (deep queue to the source)
 //   through ChunkCache, so a demand read of a chunk being prefetched waits for
 //   that fetch instead of reading it again.
+// - Peer prefetch: in a cluster, entries whose file another node owns are
+//   fetched from the owner into the cache's staging area (ChunkCache::stage,
+//   cache/peer_staging.h), not the RAM tier, and leave it once consumed; the
+//   lead is then also bounded by each stream's slice of the staging area.
 // - A plan expires when its readers stop following it: no progress for
 //   `expirySeconds`, or `deviationReads` reads in a row of files no plan names.
 // Thread-safety: all public methods may be called from any thread.
@@ -55,7 +59,7 @@ struct StreamStats {
   uint64_t leadFiles = 0;   // prefetched or in flight beyond the position
   double leadSeconds = 0;   // leadFiles at the recent consumption rate
   uint64_t consumed = 0;
-  uint64_t stalls = 0;      // planned reads that had to wait on the source
+  uint64_t stalls = 0;      // planned reads that had to wait on the source or a peer
   uint64_t hits = 0;        // planned reads served from a cache tier
   uint64_t prefetchedFiles = 0;
   uint64_t prefetchedBytes = 0;
@@ -119,6 +123,7 @@ class Prefetcher : public cache::EvictionAdvisor {
     uint32_t pos = 0;
     std::shared_ptr<const ReadAheadFile> file;
     uint32_t chunk = 0;
+    bool staged = false;  // another node's file: goes to the staging area
   };
   void runReadAhead(const Task& t);
   using Streams = std::vector<std::shared_ptr<Stream>>;
@@ -126,7 +131,7 @@ class Prefetcher : public cache::EvictionAdvisor {
   std::shared_ptr<const Streams> streams() const;
   void schedulerLoop();
   void workerLoop();
-  void schedule(Stream& s, const std::shared_ptr<Stream>& ref);
+  void schedule(Stream& s, const std::shared_ptr<Stream>& ref, size_t streams);
   void expire(const char* why);
   // A consumed entry's chunks become the RAM tier's first eviction candidates.
   void demote(const PlanEntry& e);
@@ -148,6 +153,7 @@ class Prefetcher : public cache::EvictionAdvisor {
   std::atomic<uint64_t> inflightTasks_{0};
   std::atomic<uint64_t> peakInflightBytes_{0};
   std::atomic<uint64_t> budgetWaits_{0}, leadWaits_{0}, readAheadSkipped_{0};
+  std::atomic<uint64_t> stagingInflight_{0};  // bytes of staged entries being fetched
   std::atomic<uint64_t> readAheadChunks_{0};
 
   moodycamel::BlockingConcurrentQueue<Task> tasks_;

@@ -67,17 +67,43 @@ int64_t TorchOrderFollower::detectEpoch(const std::vector<int64_t>& sampleIndexe
   return best;
 }
 
-void TorchOrderFollower::startEpoch(int64_t epoch) {
+void TorchOrderFollower::startEpoch(int64_t epoch, const std::vector<int64_t>& alreadyRead) {
   epoch_.store(epoch);
   readThisEpoch_.assign(samples_.size(), 0);
   for (int r : spec_.ranks) {
+    // This epoch's order followed by the next one's (set_epoch(e + 1) is what
+    // training does next): near the end of the epoch the prefetcher is already
+    // fetching the next epoch's first samples, so the reads before the new
+    // epoch is detected find their data on the node too. A file read in both
+    // epochs is consumed at its first unconsumed position, so the halves stay
+    // in step with the reads.
     std::vector<PlanEntry> entries;
-    for (int64_t idx : rankOrder(epoch, r)) {
-      if (samples_[idx]) entries.push_back(*samples_[idx]);
+    std::vector<uint8_t> skip(samples_.size(), 0);
+    for (int64_t idx : alreadyRead) skip[idx] = 1;
+    for (int64_t e : {epoch, epoch + 1}) {
+      for (int64_t idx : rankOrder(e, r)) {
+        if (e == epoch && skip[idx]) {
+          skip[idx] = 0;  // its first occurrence only (padding may repeat it)
+          continue;
+        }
+        if (samples_[idx]) entries.push_back(*samples_[idx]);
+      }
     }
     prefetcher_.setPlan(std::make_shared<const AccessPlan>(epoch, r, 0, std::move(entries)));
   }
   spdlog::info("torch order: following epoch {} for {} rank(s)", epoch, spec_.ranks.size());
+}
+
+void TorchOrderFollower::drainInto(std::vector<int64_t>& reads) {
+  // The reads queued while the epoch was being detected have been consumed
+  // against the previous plan already; the new plan must not fetch them again.
+  uint64_t ids[256];
+  while (size_t n = reads_.try_dequeue_bulk(ids, 256)) {
+    for (size_t i = 0; i < n; ++i) {
+      auto it = sampleOf_.find(ids[i]);
+      if (it != sampleOf_.end()) reads.push_back(it->second);
+    }
+  }
 }
 
 void TorchOrderFollower::run() {
@@ -98,7 +124,9 @@ void TorchOrderFollower::run() {
       if (epoch_.load() < 0) {
         first.push_back(idx);
         if (first.size() >= kDetectReads) {
-          startEpoch(detectEpoch(first, -1));
+          const int64_t e = detectEpoch(first, -1);
+          drainInto(first);
+          startEpoch(e, first);
           for (int64_t f : first) readThisEpoch_[f] = 1;
           first.clear();
         }
@@ -116,7 +144,8 @@ void TorchOrderFollower::run() {
       repeats.push_back(idx);
       if (repeats.size() >= kDetectReads) {
         const int64_t next = detectEpoch(repeats, epoch_.load() + 1);
-        startEpoch(next);
+        drainInto(repeats);
+        startEpoch(next, repeats);
         for (int64_t r : repeats) readThisEpoch_[r] = 1;
         repeats.clear();
       }

@@ -50,7 +50,11 @@ class TorchOrderFollower {
 
  private:
   void run();
-  void startEpoch(int64_t epoch);
+  // `alreadyRead`: samples of this epoch read before it was detected; they
+  // are left out of the plan's first half (they must not be fetched again).
+  void startEpoch(int64_t epoch, const std::vector<int64_t>& alreadyRead);
+  // Appends the samples of every read still queued to `reads`.
+  void drainInto(std::vector<int64_t>& reads);
   std::vector<int64_t> rankOrder(int64_t epoch, int rank) const;
 
   TorchOrderSpec spec_;

@@ -17,9 +17,11 @@
 #include "tools/epochctl/admin_client.h"
 #include "tools/epochctl/formatting.h"
 #include "tools/epochctl/ls_command.h"
+#include "tools/epochctl/model_command.h"
 #include "tools/epochctl/mrc_command.h"
 #include "tools/epochctl/order_command.h"
 #include "tools/epochctl/path_list.h"
+#include "tools/epochctl/placement_command.h"
 #include "tools/epochctl/stats_watch.h"
 #include "tools/epochctl/warm_command.h"
 
@@ -116,6 +118,8 @@ static std::string formatPeers(const json& r) {
 }
 
 int main(int argc, char** argv) {
+  // `model` needs no mount: everything after it goes to the Python model.
+  if (argc >= 2 && std::string(argv[1]) == "model") return ctl::runModel(argc - 2, argv + 2);
   CLI::App app{"epochctl: inspect and steer an epochfs mount (docs/ADMIN.md)", "epochctl"};
   app.require_subcommand(1);
   std::string mountpoint, socket;
@@ -133,11 +137,15 @@ int main(int argc, char** argv) {
   auto* metrics = app.add_subcommand("metrics", "Prometheus text exposition of every counter");
   auto* mrc = app.add_subcommand("mrc", "Miss-ratio curve: hit ratio by cache size, LRU vs order-aware");
   auto* peers = app.add_subcommand("peers", "Cluster members (when clustered)");
+  auto* placement =
+      app.add_subcommand("placement", "Owner node of every file, and the map's version (cluster)");
   auto* unmount = app.add_subcommand("unmount", "Unmount and stop the daemon");
   auto* upgrade = app.add_subcommand(
       "upgrade", "Restart the daemon from the binary on disk, without unmounting (supervisor)");
-  for (auto* sub :
-       {status, stats, refresh, ls, warm, evict, order, metrics, mrc, peers, unmount, upgrade}) {
+  app.add_subcommand("model", "The paper's loading model and locality simulator (docs/MODEL.md)")
+      ->allow_extras();
+  for (auto* sub : {status, stats, refresh, ls, warm, evict, order, metrics, mrc, peers, placement,
+                    unmount, upgrade}) {
     sub->add_option("mountpoint", mountpoint, "An epochfs mountpoint")->required();
     sub->add_flag("--json", asJson, "Machine-readable output");
     sub->add_option("--socket", socket, "Admin socket (default: from the mount's xattr)");
@@ -238,6 +246,9 @@ int main(int argc, char** argv) {
       reply = upgradeDaemon(client, mountpoint, socket);
       text = "upgraded: pid " + std::to_string(reply.value("old_pid", 0)) + " -> " +
              std::to_string(reply.value("pid", 0)) + " (" + reply.value("version", "") + ")\n";
+    } else if (cmd == "placement") {
+      reply = ctl::runPlacement(client);
+      text = ctl::formatPlacement(reply);
     } else if (cmd == "unmount") {
       reply = client.call({{"cmd", "unmount"}});
       text = "unmounting " + reply.value("unmounting", mountpoint) + "\n";

@@ -274,6 +274,43 @@ class SamplerTest(unittest.TestCase):
 # --- the model ------------------------------------------------------------------------------
 
 @unittest.skipUnless(HAVE_NUMPY, "numpy not installed")
+class MountPlacementTest(unittest.TestCase):
+    """mount_placement maps the daemon's {path: owner} map onto dataset indices."""
+
+    def test_maps_paths_to_indices_and_unknown_to_uncached(self):
+        from epochfs import admin
+        calls = []
+
+        def fake(mount, timeout=None):
+            calls.append(mount)
+            return 42, {"a/x.jpg": 1, "b/y.jpg": 0}
+
+        class DS:
+            samples = [("/mnt/d/b/y.jpg", 1), ("/mnt/d/a/x.jpg", 0), ("/mnt/d/c/z.jpg", 2)]
+
+            def __len__(self):
+                return 3
+
+        saved = admin.placement
+        admin.placement = fake
+        try:
+            place = locality.mount_placement(DS(), "/mnt/d/")
+            self.assertEqual(place(0), (42, [0, 1, UNCACHED]))
+            self.assertEqual(calls, ["/mnt/d"])
+        finally:
+            admin.placement = saved
+
+    def test_rejects_paths_outside_the_mount(self):
+        class DS:
+            samples = [("/elsewhere/x.jpg", 0)]
+
+            def __len__(self):
+                return 1
+
+        with self.assertRaises(ValueError):
+            locality.mount_placement(DS(), "/mnt/d")
+
+
 class ModelTest(unittest.TestCase):
     def test_imbalance_matches_paper_within_one_point(self):
         for lb, paper in ((32, 6.9), (64, 4.8), (128, 3.4)):

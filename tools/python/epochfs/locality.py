@@ -294,3 +294,35 @@ class LocalityAwareSampler(_SamplerBase):
         """The same fraction for a plain DistributedSampler on the same placement."""
         s = self.plan()[1]
         return s["plain_local"] / s["samples"] if s["samples"] else 0.0
+
+
+def mount_placement(dataset, mountpoint, path_of=None, timeout=60.0):
+    """A ``placement`` callable for LocalityAwareSampler that asks the mount (the daemon's
+    `placement` admin command: owner node id per file, and the map's version) once per epoch.
+
+    ``path_of(index) -> path`` defaults to ``dataset.samples[index][0]`` (ImageFolder); paths
+    are taken relative to ``mountpoint``. A sample the map does not name is UNCACHED. The
+    returned callable gives ``(version, owners)``; the sampler pins it for the epoch, and
+    ranks can compare ``sampler.placement_version`` to be sure they used the same map.
+    """
+    from . import admin
+
+    if path_of is None:
+        items = getattr(dataset, "samples", None) or getattr(dataset, "imgs", None)
+        if items is None:
+            raise ValueError("the dataset has no .samples or .imgs; pass path_of")
+        path_of = lambda i: items[i][0]  # noqa: E731
+    mount = os.path.abspath(os.fsdecode(mountpoint))
+    prefix = mount.rstrip(os.sep) + os.sep
+    rel = []
+    for i in range(len(dataset)):
+        p = os.path.abspath(os.fsdecode(path_of(i)))
+        if not p.startswith(prefix):
+            raise ValueError("%r is not under the mount %r" % (p, mount))
+        rel.append(p[len(prefix):])
+
+    def placement(epoch):
+        version, owners = admin.placement(mount, timeout=timeout)
+        return version, [owners.get(r, UNCACHED) for r in rel]
+
+    return placement

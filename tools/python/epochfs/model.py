@@ -223,8 +223,8 @@ def plot(rows, path, title):
     plt.close(fig)
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="epochfs-model", description=__doc__.split("\n\n")[0])
+def main(argv=None, prog="epochfs-model"):
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     ap.add_argument("--paper", action="store_true", help="print the paper reproduction tables")
     ap.add_argument("--png", metavar="DIR", help="write loading-time-vs-nodes.png into DIR")
     d = Inputs()

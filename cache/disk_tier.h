@@ -64,7 +64,7 @@ struct DiskTierOptions {
   // How often the prober checks (and probes an unhealthy tier).
   std::chrono::milliseconds probeInterval{1000};
   int errorsBeforeUnhealthy = 3;  // consecutive read (or write) errors
-  int ioThreads = 4;              // DiskIoPool threads
+  int ioThreads = 16;             // DiskIoPool threads (concurrent disk reads)
   std::shared_ptr<DiskFaults> faults;  // fault injection (tests); null: none
 };
 

@@ -62,7 +62,7 @@ DiskTier::DiskTier(const DiskTierOptions& options, int dirFd, int lockFd)
       dirFd_(dirFd),
       lockFd_(lockFd),
       health_(std::max(1, options.errorsBeforeUnhealthy)),
-      pool_(std::make_unique<DiskIoPool>(std::max(1, options.ioThreads), 1024)) {
+      pool_(options.ioThreads > 0 ? std::make_unique<DiskIoPool>(options.ioThreads, 1024) : nullptr) {
   prober_ = std::thread([this] { proberLoop(); });
 }
 
@@ -172,6 +172,7 @@ ChunkRef DiskTier::lookup(const ChunkKey& key, const FileIdentity& id) {
     health_.noteSkipped();
     return nullptr;
   }
+  if (!pool_) return lookupNow(key, id);
   auto result = std::make_shared<ChunkRef>();
   auto outcome = pool_->run([this, key, id, result] { *result = lookupNow(key, id); }, ioDeadline_);
   if (outcome == DiskIoPool::Outcome::kDone) return *result;
@@ -233,6 +234,7 @@ bool DiskTier::insert(const ChunkRef& chunk) {
     health_.noteSkipped();
     return false;
   }
+  if (!pool_) return insertNow(chunk);
   auto admitted = std::make_shared<std::atomic<bool>>(false);
   auto outcome = pool_->run([this, chunk, admitted] { admitted->store(insertNow(chunk)); },
                             ioDeadline_);

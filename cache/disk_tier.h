@@ -64,7 +64,9 @@ struct DiskTierOptions {
   // How often the prober checks (and probes an unhealthy tier).
   std::chrono::milliseconds probeInterval{1000};
   int errorsBeforeUnhealthy = 3;  // consecutive read (or write) errors
-  int ioThreads = 16;             // DiskIoPool threads (concurrent disk reads)
+  // DiskIoPool threads (concurrent disk reads). 0: I/O on the caller's
+  // thread with no deadline (a stall then blocks the reader; for comparison).
+  int ioThreads = 16;
   std::shared_ptr<DiskFaults> faults;  // fault injection (tests); null: none
 };
 

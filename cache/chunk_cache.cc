@@ -48,8 +48,13 @@ Result<ChunkRef> ChunkCache::lookupOrFetch(const std::string& relPath, const Fil
   if (disk_ != nullptr) {
     tier = Tier::kDisk;
     if (ChunkRef c = disk_->lookup(key, id)) {
-      ram_.insert(c);
-      return c;
+      // The record verified, but a record of the wrong length (e.g. an empty
+      // one) must not become a short read: it is damage, re-read from the source.
+      if (c->size() == expectedLength(id, index)) {
+        ram_.insert(c);
+        return c;
+      }
+      disk_->eraseCorrupt(key);
     }
   }
   // Followers of a coalesced fetch count as source reads too: the bytes were
@@ -124,6 +129,11 @@ Result<ChunkRef> ChunkCache::fetch(const std::string& relPath, const FileIdentit
   }
   *from = Tier::kSource;
   return fetchFromSource(relPath, id, key);
+}
+
+uint64_t ChunkCache::expectedLength(const FileIdentity& id, uint32_t index) const {
+  const uint64_t offset = static_cast<uint64_t>(index) * options_.chunkSize;
+  return offset >= id.size ? 0 : std::min<uint64_t>(options_.chunkSize, id.size - offset);
 }
 
 Result<ChunkRef> ChunkCache::fetchFromSource(const std::string& relPath, const FileIdentity& id,

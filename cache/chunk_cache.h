@@ -100,6 +100,8 @@ class ChunkCache {
   // The miss path of the coalescing leader: the owner peer, then the source.
   Result<ChunkRef> fetch(const std::string& relPath, const FileIdentity& id, const ChunkKey& key,
                          bool askPeers, bool toStaging, Tier* from);
+  // The data length of chunk `index` of version `id` (0 past the end).
+  uint64_t expectedLength(const FileIdentity& id, uint32_t index) const;
   Result<ChunkRef> fetchFromSource(const std::string& relPath, const FileIdentity& id,
                                    const ChunkKey& key);
 

@@ -35,6 +35,11 @@ class ChunkStore {
   // Drops `key` if present.
   virtual void erase(const ChunkKey& key) = 0;
 
+  // Drops `key` because a caller found the returned chunk damaged (e.g. not
+  // the length its file version implies); counted in usage().corruptions
+  // where the tier counts them. Default: erase().
+  virtual void eraseCorrupt(const ChunkKey& key) { erase(key); }
+
   // A hint that `key` was just consumed and is not needed again soon: make
   // it the first candidate for eviction. Default: ignored.
   virtual void demote(const ChunkKey& key) {}

@@ -13,79 +13,19 @@
 #include <limits>
 #include <utility>
 
+#include "cache/disk_probe.h"
+#include "cache/owned_dir.h"
 #include "cache/segment_file.h"
 
 namespace epochfs::cache {
 
 namespace {
 
-constexpr const char* kLockName = "LOCK";
 constexpr uint64_t kHeaderBytes = SegmentFile::kHeaderBytes;
 
 uint64_t adaptiveSegmentBytes(const DiskTierOptions& o) {
   return std::min(o.segmentBytes,
                   std::max(DiskTier::kMinAdaptiveSegmentBytes, o.capacityBytes / 16));
-}
-
-// The pid another holder wrote into the lock file, or "unknown".
-std::string lockHolder(int lockFd) {
-  char buf[32] = {};
-  ssize_t n = ::pread(lockFd, buf, sizeof buf - 1, 0);
-  if (n <= 0) return "unknown";
-  long pid = std::strtol(buf, nullptr, 10);
-  return pid > 0 ? std::to_string(pid) : "unknown";
-}
-
-// Opens (creating 0700 if missing) the directory and checks that it is ours.
-Result<int> openOwnedDir(const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return Status::fromErrno(errno, "create cache directory " + dir);
-  }
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOTDIR || errno == ELOOP) {
-      return Status::invalidArgument("cache directory " + dir + " is not a directory");
-    }
-    return Status::fromErrno(errno, "open cache directory " + dir);
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    Status s = Status::fromErrno(errno, "stat cache directory " + dir);
-    ::close(fd);
-    return s;
-  }
-  if (st.st_uid != ::geteuid()) {
-    ::close(fd);
-    return Status::permissionDenied("cache directory " + dir + " is owned by uid " +
-                                    std::to_string(st.st_uid) + ", not by this process (uid " +
-                                    std::to_string(::geteuid()) + ")");
-  }
-  if ((st.st_mode & 077) != 0) {
-    spdlog::warn("cache directory {} is accessible to other users (mode {:o})", dir,
-                 st.st_mode & 0777);
-  }
-  return fd;
-}
-
-// Takes the directory's LOCK (flock, released by the kernel if we die).
-Result<int> lockDir(int dirFd, const std::string& dir) {
-  int fd = ::openat(dirFd, kLockName, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return Status::fromErrno(errno, "open " + dir + "/" + kLockName);
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    int err = errno;
-    Status s = err == EWOULDBLOCK ? Status::unavailable("cache directory " + dir +
-                                                        " is in use by another epochfs (pid " +
-                                                        lockHolder(fd) + ")")
-                                  : Status::fromErrno(err, "lock " + dir + "/" + kLockName);
-    ::close(fd);
-    return s;
-  }
-  std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd, 0) != 0 ||
-      ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
-    spdlog::warn("cannot write pid into {}/{}", dir, kLockName);  // the lock still holds
-  }
-  return fd;
 }
 
 }  // namespace
@@ -97,9 +37,9 @@ Result<std::unique_ptr<DiskTier>> DiskTier::open(const DiskTierOptions& options)
     return Status::invalidArgument("disk tier: segment size " +
                                    std::to_string(options.segmentBytes) + " is too small");
   }
-  Result<int> dirFd = openOwnedDir(options.dir);
+  Result<int> dirFd = OwnedDir::open(options.dir);
   if (!dirFd) return dirFd.status();
-  Result<int> lockFd = lockDir(*dirFd, options.dir);
+  Result<int> lockFd = OwnedDir::lock(*dirFd, options.dir);
   if (!lockFd) {
     ::close(*dirFd);
     return lockFd.status();
@@ -116,10 +56,24 @@ DiskTier::DiskTier(const DiskTierOptions& options, int dirFd, int lockFd)
       capacity_(options.capacityBytes),
       segmentBytes_(adaptiveSegmentBytes(options)),
       datasetId_(options.datasetId),
+      ioDeadline_(options.ioDeadline),
+      probeInterval_(options.probeInterval),
+      faults_(options.faults),
       dirFd_(dirFd),
-      lockFd_(lockFd) {}
+      lockFd_(lockFd),
+      health_(std::max(1, options.errorsBeforeUnhealthy)),
+      pool_(options.ioThreads > 0 ? std::make_unique<DiskIoPool>(options.ioThreads, 1024) : nullptr) {
+  prober_ = std::thread([this] { proberLoop(); });
+}
 
 DiskTier::~DiskTier() {
+  {
+    std::lock_guard<std::mutex> lock(proberMu_);
+    stopping_ = true;
+  }
+  proberCv_.notify_all();
+  prober_.join();
+  pool_.reset();  // lets queued and stalled I/O finish; its jobs use `this`
   {
     // Segment descriptors close with their last reference; none outlive us.
     std::lock_guard<std::mutex> lock(mu_);
@@ -159,29 +113,39 @@ Status DiskTier::recoverSegments() {
     }
     std::shared_ptr<SegmentFile> file = std::move(*opened);
     std::vector<std::pair<uint64_t, IndexEntry>> found;
-    auto size = file->recover([&](const RecordHeader& h, uint64_t offset) {
+    auto rec = file->recover([&](const RecordHeader& h, uint64_t offset) {
       found.emplace_back(h.keyHash, IndexEntry{id, static_cast<uint32_t>(h.dataLength), offset,
                                                h.dataChecksum, h.identity()});
     });
-    if (!size) {
-      spdlog::warn("disk tier {}: skipping {}: {}", dir_, file->name(), size.status().toString());
+    if (!rec) {
+      spdlog::warn("disk tier {}: skipping {}: {}", dir_, file->name(), rec.status().toString());
       continue;
     }
-    if (*size == 0) {
+    if (rec->damagedRegions > 0) {
+      spdlog::warn("disk tier {}: {}: {} damaged region(s) skipped, {} records kept", dir_,
+                   file->name(), rec->damagedRegions, found.size());
+    }
+    if (rec->tornTailBytes > 0) {
+      spdlog::warn("disk tier {}: {}: cut a torn tail of {} bytes", dir_, file->name(),
+                   rec->tornTailBytes);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    corruptions_ += rec->damagedRegions;
+    if (rec->tornTailBytes > 0) ++tornTails_;
+    if (rec->size == 0) {
       (void)file->unlink(dirFd_);  // ours and empty
       continue;
     }
-    std::lock_guard<std::mutex> lock(mu_);
     Segment& seg = segments_[id];
     seg.file = std::move(file);
-    seg.size = *size;
+    seg.size = rec->size;
     seg.lastAccess = ++tick_;  // oldest segments are evicted first
     seg.keys.reserve(found.size());
     for (auto& [hash, entry] : found) {
       index_[hash] = entry;  // a later record of the same key wins
       seg.keys.push_back(hash);
     }
-    bytesUsed_ += *size;
+    bytesUsed_ += rec->size;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -203,6 +167,22 @@ Status DiskTier::recoverSegments() {
 }
 
 ChunkRef DiskTier::lookup(const ChunkKey& key, const FileIdentity& id) {
+  if (!contains(key)) return nullptr;  // a miss costs no I/O and no hand-off
+  if (!healthy()) {
+    health_.noteSkipped();
+    return nullptr;
+  }
+  if (!pool_) return lookupNow(key, id);
+  auto result = std::make_shared<ChunkRef>();
+  auto outcome = pool_->run([this, key, id, result] { *result = lookupNow(key, id); }, ioDeadline_);
+  if (outcome == DiskIoPool::Outcome::kDone) return *result;
+  health_.noteTimeout(outcome == DiskIoPool::Outcome::kBusy
+                          ? "disk I/O queue full"
+                          : "a read took longer than " + std::to_string(ioDeadline_.count()) + " ms");
+  return nullptr;
+}
+
+ChunkRef DiskTier::lookupNow(const ChunkKey& key, const FileIdentity& id) {
   IndexEntry e;
   std::shared_ptr<SegmentFile> file;
   {
@@ -221,16 +201,19 @@ ChunkRef DiskTier::lookup(const ChunkKey& key, const FileIdentity& id) {
   auto chunk = std::make_shared<Chunk>();
   chunk->data.resize(e.length);
   RecordHeader h;
-  Status s = file->readRecord(e.offset, &h, chunk->data.data(), e.length);
+  Status s = injectRead("read segment " + file->name());
+  if (s.isOk()) s = file->readRecord(e.offset, &h, chunk->data.data(), e.length);
   if (!s.isOk()) {
     spdlog::warn("disk tier {}: {}", dir_, s.toString());
+    health_.noteReadError(s.toString());
     dropEntry(key.hash, e.segment, e.offset, false);
     return nullptr;
   }
+  health_.noteReadSuccess();
   chunk->key = h.key();
   chunk->identity = h.identity();
   chunk->checksum = h.dataChecksum;
-  if (!h.valid() || h.keyHash != key.hash || h.dataLength != e.length ||
+  if (!h.plausible() || h.keyHash != key.hash || h.dataLength != e.length ||
       h.dataChecksum != e.checksum || !(chunk->identity == id) || !chunk->verify()) {
     spdlog::warn("disk tier {}: corrupt record in {} at offset {}; dropped", dir_, file->name(),
                  e.offset);
@@ -242,12 +225,30 @@ ChunkRef DiskTier::lookup(const ChunkKey& key, const FileIdentity& id) {
 
 bool DiskTier::insert(const ChunkRef& chunk) {
   if (!chunk) return false;
-  const uint64_t n = chunk->size();
-  const uint64_t recordBytes = kHeaderBytes + n;
-  if (recordBytes > segmentBytes_ || recordBytes > capacity_ || n > RecordHeader::kMaxDataLength ||
-      !healthy()) {
+  const uint64_t recordBytes = kHeaderBytes + chunk->size();
+  if (recordBytes > segmentBytes_ || recordBytes > capacity_ ||
+      chunk->size() > RecordHeader::kMaxDataLength) {
     return false;
   }
+  if (!healthy()) {
+    health_.noteSkipped();
+    return false;
+  }
+  if (!pool_) return insertNow(chunk);
+  auto admitted = std::make_shared<std::atomic<bool>>(false);
+  auto outcome = pool_->run([this, chunk, admitted] { admitted->store(insertNow(chunk)); },
+                            ioDeadline_);
+  if (outcome == DiskIoPool::Outcome::kDone) return admitted->load();
+  health_.noteTimeout(outcome == DiskIoPool::Outcome::kBusy
+                          ? "disk I/O queue full"
+                          : "a write took longer than " + std::to_string(ioDeadline_.count()) + " ms");
+  return false;
+}
+
+bool DiskTier::insertNow(const ChunkRef& chunk) {
+  if (!healthy()) return false;  // went unhealthy while this job was queued
+  const uint64_t n = chunk->size();
+  const uint64_t recordBytes = kHeaderBytes + n;
   const RecordHeader header = RecordHeader::forChunk(*chunk);
 
   std::lock_guard<std::mutex> writeLock(writeMu_);
@@ -270,9 +271,12 @@ bool DiskTier::insert(const ChunkRef& chunk) {
   }
   if (!file) {  // seal the active segment and start a new one
     activeSegment_ = 0;
-    auto created = SegmentFile::create(dirFd_, nextSegmentId_++);
+    Status injected = injectWrite("create segment");
+    auto created = injected.isOk() ? SegmentFile::create(dirFd_, nextSegmentId_++)
+                                   : Result<std::unique_ptr<SegmentFile>>(injected);
     if (!created) {
-      noteWriteError(created.status());
+      spdlog::warn("disk tier {}: {}", dir_, created.status().toString());
+      health_.noteWriteError(created.status().toString());
       return false;
     }
     file = std::move(*created);
@@ -282,12 +286,14 @@ bool DiskTier::insert(const ChunkRef& chunk) {
     seg.lastAccess = ++tick_;
     activeSegment_ = file->id();
   }
-  Status s = file->append(offset, header, chunk->data.data(), n);
+  Status s = injectWrite("write segment " + file->name());
+  if (s.isOk()) s = file->append(offset, header, chunk->data.data(), n);
   if (!s.isOk()) {
-    noteWriteError(s);
+    spdlog::warn("disk tier {}: {}", dir_, s.toString());
+    health_.noteWriteError(s.toString());
     return false;
   }
-  consecutiveWriteErrors_ = 0;
+  health_.noteWriteSuccess();
   std::lock_guard<std::mutex> lock(mu_);
   Segment& seg = segments_.at(activeSegment_);
   seg.size += recordBytes;
@@ -297,16 +303,6 @@ bool DiskTier::insert(const ChunkRef& chunk) {
   index_[header.keyHash] = IndexEntry{activeSegment_, static_cast<uint32_t>(n), offset,
                                       header.dataChecksum, chunk->identity};
   return true;
-}
-
-void DiskTier::noteWriteError(const Status& s) {
-  ++consecutiveWriteErrors_;
-  spdlog::warn("disk tier {}: {}", dir_, s.toString());
-  if (consecutiveWriteErrors_ >= kMaxConsecutiveWriteErrors && healthy()) {
-    healthy_.store(false, std::memory_order_relaxed);
-    spdlog::error("disk tier {}: {} write errors in a row; no longer admitting chunks", dir_,
-                  consecutiveWriteErrors_);
-  }
 }
 
 bool DiskTier::evictOneSegment(bool countEvictions) {
@@ -368,6 +364,16 @@ void DiskTier::erase(const ChunkKey& key) {
   index_.erase(key.hash);
 }
 
+void DiskTier::eraseCorrupt(const ChunkKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (index_.erase(key.hash) != 0) ++corruptions_;
+}
+
+uint64_t DiskTier::tornTails() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return tornTails_;
+}
+
 TierUsage DiskTier::usage() const {
   std::lock_guard<std::mutex> lock(mu_);
   TierUsage u;
@@ -393,6 +399,64 @@ void DiskTier::clear() {
 uint64_t DiskTier::segmentCount() const {
   std::lock_guard<std::mutex> lock(mu_);
   return segments_.size();
+}
+
+
+// ---- health: the prober ------------------------------------------------------
+
+void DiskTier::proberLoop() {
+  std::unique_lock<std::mutex> lock(proberMu_);
+  while (!proberCv_.wait_for(lock, probeInterval_, [&] { return stopping_; })) {
+    lock.unlock();
+    checkHealth();
+    lock.lock();
+  }
+}
+
+void DiskTier::checkHealth() {
+  std::lock_guard<std::mutex> writeLock(writeMu_);
+  struct stat st;
+  const bool removed = ::fstat(dirFd_, &st) == 0 && st.st_nlink == 0;
+  if (removed) health_.markUnhealthy("cache directory " + dir_ + " was removed");
+  if (healthy()) return;
+  Status s = removed ? reopenDir() : Status::ok();
+  if (s.isOk()) s = DiskProbe::run(dirFd_, faults_.get(), ioDeadline_);
+  const bool firstFailure = health_.stats().probeFailures == 0;
+  health_.noteProbe(s.isOk());
+  if (s.isOk()) {
+    health_.markHealthy();
+  } else if (firstFailure) {
+    spdlog::warn("disk tier {}: probe failed: {} (probing every {} ms)", dir_, s.toString(),
+                 probeInterval_.count());
+  } else {
+    spdlog::debug("disk tier {}: probe failed: {}", dir_, s.toString());
+  }
+}
+
+Status DiskTier::reopenDir() {
+  // The segment files went with the directory: forget them (their open
+  // descriptors were the last thing holding their space).
+  activeSegment_ = 0;
+  std::vector<uint32_t> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, seg] : segments_) ids.push_back(id);
+  }
+  for (uint32_t id : ids) dropSegment(id, false);
+  Result<int> fd = OwnedDir::open(dir_);
+  if (!fd) return fd.status();
+  Result<int> lockFd = OwnedDir::lock(*fd, dir_);
+  if (!lockFd) {
+    ::close(*fd);
+    return lockFd.status();
+  }
+  ::close(lockFd_);
+  ::close(dirFd_);
+  dirFd_ = *fd;
+  lockFd_ = *lockFd;
+  spdlog::warn("disk tier {}: the directory was removed; recreated it ({} segments forgotten)",
+               dir_, ids.size());
+  return Status::ok();
 }
 
 }  // namespace epochfs::cache

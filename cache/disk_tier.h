@@ -10,24 +10,42 @@
 // its segment), like CacheLib navy's region eviction; the bytes in use (sum of
 // segment file sizes) never exceed the capacity.
 //
+// Health (docs/RELIABILITY.md case 7b): segment reads and writes run on a
+// small DiskIoPool and the caller waits at most options.ioDeadline, so a
+// stalled disk delays a read by one deadline at most. A timeout, or
+// errorsBeforeUnhealthy read (or write) errors in a row, make the tier
+// unhealthy (DiskHealth): lookups miss and inserts are refused without I/O, so
+// readers go to the source. A prober thread checks every probeInterval: while
+// healthy, that the directory still exists; while unhealthy, a DiskProbe
+// (write + read + verify of a small file) and, if the directory was removed,
+// recreates and relocks it (the old segments are forgotten). A passing probe
+// puts the tier back in use. Faults can be injected (DiskFaults, tests only).
+//
 // Thread-safety: every method may be called from any thread concurrently.
-// Lock order: writeMu_ (appends, segment creation and eviction) before mu_
-// (index and segment table). Lookups hold mu_ only to find the record and do
-// the pread with no lock held; a segment evicted meanwhile stays readable
-// until its last reader drops it. The directory is locked with flock() for
-// the life of the object, so a second DiskTier (any process) on it is refused.
+// Lock order: writeMu_ (appends, segment creation and eviction, the directory
+// descriptors) before mu_ (index and segment table). Lookups hold mu_ only to
+// find the record and do the pread with no lock held; a segment evicted
+// meanwhile stays readable until its last reader drops it. The directory is
+// locked with flock() for the life of the object, so a second DiskTier (any
+// process) on it is refused.
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "cache/chunk_store.h"
+#include "cache/disk_faults.h"
+#include "cache/disk_health.h"
+#include "cache/disk_io_pool.h"
 #include "cache/status.h"
 
 namespace epochfs::cache {
@@ -39,13 +57,22 @@ struct DiskTierOptions {
   uint64_t capacityBytes = 0;           // bound on the sum of segment file sizes
   uint64_t segmentBytes = 64ull << 20;  // upper bound; see DiskTier::segmentBytes()
   uint64_t datasetId = 0;               // for logs; keys already include it
+  // The longest a lookup or insert waits for the disk (then: a miss / not
+  // admitted, and the tier goes unhealthy). A healthy SSD answers a 1 MiB
+  // read in about a millisecond; one second is sick.
+  std::chrono::milliseconds ioDeadline{1000};
+  // How often the prober checks (and probes an unhealthy tier).
+  std::chrono::milliseconds probeInterval{1000};
+  int errorsBeforeUnhealthy = 3;  // consecutive read (or write) errors
+  // DiskIoPool threads (concurrent disk reads). 0: I/O on the caller's
+  // thread with no deadline (a stall then blocks the reader; for comparison).
+  int ioThreads = 16;
+  std::shared_ptr<DiskFaults> faults;  // fault injection (tests); null: none
 };
 
 class DiskTier : public ChunkStore {
  public:
   static constexpr uint64_t kMinAdaptiveSegmentBytes = 4ull << 20;
-  // Consecutive write errors after which insert() refuses everything.
-  static constexpr int kMaxConsecutiveWriteErrors = 8;
 
   // Creates/locks the directory and rebuilds the index from its segments.
   // kUnavailable if another DiskTier holds the directory; kPermissionDenied if
@@ -58,14 +85,17 @@ class DiskTier : public ChunkStore {
   // Reads and verifies the record (header and XXH3 of the data). A damaged
   // record is dropped and counted in usage().corruptions; a read error or an
   // identity mismatch drops the entry too. Allocates the returned chunk.
+  // A miss without I/O while unhealthy; waits at most ioDeadline.
   ChunkRef lookup(const ChunkKey& key, const FileIdentity& id) override;
   // Appends the chunk (with its stored checksum); false if it is larger than a
-  // segment, the tier is unhealthy or the write failed (nothing is left half
-  // written).
+  // segment, the tier is unhealthy, the write failed (nothing is left half
+  // written) or did not finish within ioDeadline (it may still complete).
   bool insert(const ChunkRef& chunk) override;
   bool contains(const ChunkKey& key) const override;
   // Forgets the record; its bytes are reclaimed when its segment is evicted.
   void erase(const ChunkKey& key) override;
+  // As erase(), counted in usage().corruptions (a caller found it damaged).
+  void eraseCorrupt(const ChunkKey& key) override;
   TierUsage usage() const override;
 
   // Evicts every segment (not counted as evictions) and deletes their files.
@@ -75,8 +105,11 @@ class DiskTier : public ChunkStore {
   // max(kMinAdaptiveSegmentBytes, capacity / 16)), so small caches still have
   // many segments to evict from.
   uint64_t segmentBytes() const { return segmentBytes_; }
-  // False after kMaxConsecutiveWriteErrors failed writes in a row.
-  bool healthy() const { return healthy_.load(std::memory_order_relaxed); }
+  // False while the tier is out of use (see the file comment).
+  bool healthy() const { return health_.healthy(); }
+  DiskHealthStats health() const { return health_.stats(); }
+  // Torn tails cut off segments when the index was rebuilt at open().
+  uint64_t tornTails() const;
   const std::string& dir() const { return dir_; }
 
  private:
@@ -96,6 +129,13 @@ class DiskTier : public ChunkStore {
 
   DiskTier(const DiskTierOptions& options, int dirFd, int lockFd);
   Status recoverSegments();
+  ChunkRef lookupNow(const ChunkKey& key, const FileIdentity& id);
+  bool insertNow(const ChunkRef& chunk);
+  void proberLoop();
+  // One prober round: notices a removed directory; probes an unhealthy tier.
+  void checkHealth();
+  // Recreates and relocks a removed directory, forgetting the old segments.
+  Status reopenDir();  // requires writeMu_
   // Evicts the least recently used segment, preferring sealed ones to the
   // active one. False if there is none. Requires writeMu_.
   bool evictOneSegment(bool countEvictions);
@@ -103,19 +143,26 @@ class DiskTier : public ChunkStore {
   // Drops key's entry if it still points at (segment, offset); a corrupt one
   // is counted (once, by whoever drops it).
   void dropEntry(uint64_t keyHash, uint32_t segment, uint64_t offset, bool corrupt);
-  void noteWriteError(const Status& s);  // requires writeMu_
+  Status injectRead(const std::string& what) {
+    return faults_ ? faults_->beforeRead(what) : Status::ok();
+  }
+  Status injectWrite(const std::string& what) {
+    return faults_ ? faults_->beforeWrite(what) : Status::ok();
+  }
 
   const std::string dir_;
   const uint64_t capacity_;
   const uint64_t segmentBytes_;
   const uint64_t datasetId_;
-  const int dirFd_;
-  const int lockFd_;
+  const std::chrono::milliseconds ioDeadline_;
+  const std::chrono::milliseconds probeInterval_;
+  const std::shared_ptr<DiskFaults> faults_;
 
-  std::mutex writeMu_;              // before mu_
-  uint32_t activeSegment_ = 0;      // 0: none; guarded by writeMu_ (read under mu_ too)
-  uint32_t nextSegmentId_ = 1;      // guarded by writeMu_
-  int consecutiveWriteErrors_ = 0;  // guarded by writeMu_
+  std::mutex writeMu_;          // before mu_
+  int dirFd_;                   // guarded by writeMu_ (changes only in reopenDir)
+  int lockFd_;                  // guarded by writeMu_
+  uint32_t activeSegment_ = 0;  // 0: none; guarded by writeMu_ (read under mu_ too)
+  uint32_t nextSegmentId_ = 1;  // guarded by writeMu_
 
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, IndexEntry> index_;  // key.hash -> record
@@ -124,8 +171,15 @@ class DiskTier : public ChunkStore {
   uint64_t tick_ = 0;
   uint64_t evictions_ = 0;
   uint64_t corruptions_ = 0;
+  uint64_t tornTails_ = 0;
 
-  std::atomic<bool> healthy_{true};
+  DiskHealth health_;
+  std::mutex proberMu_;
+  std::condition_variable proberCv_;
+  bool stopping_ = false;  // guarded by proberMu_
+  std::thread prober_;
+  // Last: destroyed (drained and joined) first, as its jobs use the members.
+  std::unique_ptr<DiskIoPool> pool_;
 };
 
 }  // namespace epochfs::cache

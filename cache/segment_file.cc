@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <vector>
 
 #include "cache/checksum.h"
 
@@ -77,6 +80,10 @@ bool RecordHeader::valid() const {
          dataLength <= kMaxDataLength;
 }
 
+bool RecordHeader::plausible() const {
+  return valid() && dataLength <= idSize && (dataLength > 0 || idSize == 0);
+}
+
 FileIdentity RecordHeader::identity() const {
   return FileIdentity{idFileId, idSize, idMtimeNs, idCtimeNs, idInode};
 }
@@ -130,27 +137,64 @@ Result<std::unique_ptr<SegmentFile>> SegmentFile::openExisting(int dirFd, uint32
   return file;
 }
 
-Result<uint64_t> SegmentFile::recover(
+Result<bool> SegmentFile::recordAt(uint64_t off, uint64_t fileSize, RecordHeader* h) const {
+  struct iovec iov = {h, sizeof *h};
+  int err = fullIo(false, fd_, &iov, 1, off);
+  if (err == EIO && off + kHeaderBytes > fileSize) return false;  // a short header
+  if (err != 0) return Status::fromErrno(err, "read segment " + name_);
+  return h->plausible() && h->dataLength <= fileSize - off - kHeaderBytes;
+}
+
+Result<uint64_t> SegmentFile::findNextRecord(uint64_t from, uint64_t fileSize) const {
+  constexpr uint64_t kBlock = 1 << 20;
+  std::vector<char> buf(kBlock + kHeaderBytes);
+  for (uint64_t base = from; base + kHeaderBytes <= fileSize; base += kBlock) {
+    const uint64_t want = std::min<uint64_t>(buf.size(), fileSize - base);
+    struct iovec iov = {buf.data(), want};
+    int err = fullIo(false, fd_, &iov, 1, base);
+    if (err != 0) return Status::fromErrno(err, "read segment " + name_);
+    for (uint64_t i = 0; i < kBlock && i + kHeaderBytes <= want; ++i) {
+      if (std::memcmp(buf.data() + i, &RecordHeader::kMagic, sizeof RecordHeader::kMagic) != 0) {
+        continue;
+      }
+      RecordHeader h;
+      std::memcpy(&h, buf.data() + i, sizeof h);
+      if (h.plausible() && h.dataLength <= fileSize - (base + i) - kHeaderBytes) return base + i;
+    }
+  }
+  return fileSize;
+}
+
+Result<SegmentFile::Recovery> SegmentFile::recover(
     const std::function<void(const RecordHeader&, uint64_t)>& fn) {
   struct stat st;
   if (::fstat(fd_, &st) != 0) return Status::fromErrno(errno, "stat segment " + name_);
   const uint64_t fileSize = static_cast<uint64_t>(st.st_size);
-  uint64_t off = 0;
+  Recovery r;
+  uint64_t off = 0, end = 0;  // end: just after the last good record
   while (off + kHeaderBytes <= fileSize) {
     RecordHeader h;
-    ssize_t n = ::pread(fd_, &h, sizeof h, static_cast<off_t>(off));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::fromErrno(errno, "read segment " + name_);
-    if (static_cast<uint64_t>(n) != kHeaderBytes || !h.valid()) break;
-    if (h.dataLength > fileSize - off - kHeaderBytes) break;  // data cut short
-    fn(h, off);
-    off += kHeaderBytes + h.dataLength;
+    Result<bool> whole = recordAt(off, fileSize, &h);
+    if (!whole) return whole.status();
+    if (*whole) {
+      fn(h, off);
+      off += kHeaderBytes + h.dataLength;
+      end = off;
+      continue;
+    }
+    Result<uint64_t> next = findNextRecord(off + 1, fileSize);
+    if (!next) return next.status();
+    if (*next >= fileSize) break;  // nothing valid after it: a torn tail
+    ++r.damagedRegions;
+    off = *next;
   }
-  if (off < fileSize) {
-    Status s = truncate(off);
+  if (end < fileSize) {
+    Status s = truncate(end);
     if (!s.isOk()) return s;
+    r.tornTailBytes = fileSize - end;
   }
-  return off;
+  r.size = end;
+  return r;
 }
 
 Status SegmentFile::append(uint64_t offset, const RecordHeader& header, const char* data,

@@ -54,6 +54,10 @@ struct RecordHeader {
   uint64_t computeChecksum() const;
   // Magic, version, header checksum and dataLength bound all check out.
   bool valid() const;
+  // valid(), and the data length fits the file version it names: a chunk is
+  // never longer than its file, and only an empty file has an empty chunk
+  // (so a zeroed length or a record of "nothing" is damage, not data).
+  bool plausible() const;
   ChunkKey key() const { return ChunkKey{keyHash, keyFileId, keyChunkIndex}; }
   FileIdentity identity() const;
 };
@@ -79,11 +83,19 @@ class SegmentFile {
   uint32_t id() const { return id_; }
   const std::string& name() const { return name_; }
 
+  struct Recovery {
+    uint64_t size = 0;            // the file size after recovery
+    uint64_t damagedRegions = 0;  // bad records skipped with valid records after them
+    uint64_t tornTailBytes = 0;   // bytes cut off the end
+  };
   // Walks the records from offset 0, calling fn(header, recordOffset) for each
-  // whole record with a valid header. Stops at the first invalid or partial
-  // record and truncates the file there (a torn tail after a crash). Returns
-  // the new file size.
-  Result<uint64_t> recover(const std::function<void(const RecordHeader&, uint64_t)>& fn);
+  // whole record with a plausible header. At a bad or partial record it scans
+  // forward, byte by byte, for the next plausible header (magic + header
+  // checksum + a length that fits the file) and resumes there, so one damaged
+  // header does not lose the records after it (the damaged region stays as
+  // dead bytes until the segment is evicted). If no record follows, the file
+  // is truncated after the last good record (a torn tail after a crash).
+  Result<Recovery> recover(const std::function<void(const RecordHeader&, uint64_t)>& fn);
 
   // Writes header + data at `offset` (the current end). On failure the file is
   // truncated back to `offset`, so no partial record stays behind.
@@ -99,6 +111,11 @@ class SegmentFile {
 
  private:
   SegmentFile(int fd, uint32_t id);
+  // The first offset >= from where a plausible record starts whose data ends
+  // within fileSize; fileSize if there is none.
+  Result<uint64_t> findNextRecord(uint64_t from, uint64_t fileSize) const;
+  // Reads the header at `off` and checks that the whole record fits in fileSize.
+  Result<bool> recordAt(uint64_t off, uint64_t fileSize, RecordHeader* h) const;
 
   const int fd_;
   const uint32_t id_;

@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cache/disk_tier.h"
 #include "fusefs/admin_paths.h"
 #include "fusefs/admin_protocol.h"
 #include "fusefs/memory_limit.h"
@@ -23,6 +24,22 @@ json tierJson(const cache::TierUsage& u, const cache::TierCounters& hits) {
           {"used_bytes", u.bytesUsed},        {"capacity_bytes", u.capacityBytes},
           {"chunks", u.chunks},               {"evictions", u.evictions},
           {"corruptions", u.corruptions}};
+}
+
+// The disk tier's health (docs/METRICS.md, docs/RELIABILITY.md case 7b).
+void addDiskHealth(const cache::DiskTier& disk, json& j) {
+  const cache::DiskHealthStats h = disk.health();
+  j["healthy"] = h.healthy;
+  j["errors"] = h.readErrors + h.writeErrors + h.timeouts;
+  j["read_errors"] = h.readErrors;
+  j["write_errors"] = h.writeErrors;
+  j["timeouts"] = h.timeouts;
+  j["skipped"] = h.skipped;
+  j["unhealthy_events"] = h.unhealthyEvents;
+  j["probes"] = h.probes;
+  j["probe_failures"] = h.probeFailures;
+  j["last_error"] = h.lastError;
+  j["torn_tails"] = disk.tornTails();
 }
 
 double secondsSince(std::chrono::steady_clock::time_point t) {
@@ -244,7 +261,10 @@ json AdminCommands::memoryJson() const {
 json AdminCommands::stats() const {
   const cache::CacheStats& st = m_.cache.stats();
   json tiers = {{"ram", tierJson(m_.ram.usage(), st.ram)}};
-  if (m_.disk != nullptr) tiers["disk"] = tierJson(m_.disk->usage(), st.disk);
+  if (m_.disk != nullptr) {
+    tiers["disk"] = tierJson(m_.disk->usage(), st.disk);
+    if (auto* d = dynamic_cast<const cache::DiskTier*>(m_.disk)) addDiskHealth(*d, tiers["disk"]);
+  }
   if (cache::PeerStaging* staging = m_.cache.staging()) {  // clustered: peer prefetch
     tiers["staging"] = tierJson(staging->usage(), st.staging);
     tiers["staging"]["refused"] = staging->refused();

@@ -141,6 +141,7 @@ Status Daemon::openTiers() {
   d.dir = options_.cacheDir + sub;
   d.capacityBytes = options_.diskCacheBytes;
   d.datasetId = datasetId_;
+  d.faults = cache::DiskFaults::fromEnvironment();  // test-only fault hook (unset: none)
   auto disk = cache::DiskTier::open(d);
   if (!disk.isOk()) return disk.status();
   disk_ = std::move(disk).value();

@@ -119,6 +119,20 @@ std::string MetricsExporter::render(const json& status, const json& stats,
     }
   }
 
+  if (tiers.contains("disk") && tiers["disk"].contains("healthy")) {
+    const json& d = tiers["disk"];
+    w.one("epochfs_disk_healthy", "gauge", "1 while the disk tier is in use, 0 while it is out (failing disk).",
+          d.value("healthy", false) ? 1 : 0);
+    w.family("epochfs_disk_errors_total", "counter", "Disk tier I/O errors and timeouts, by kind.");
+    w.sample("epochfs_disk_errors_total", "kind=\"read\"", num(d, "read_errors"));
+    w.sample("epochfs_disk_errors_total", "kind=\"write\"", num(d, "write_errors"));
+    w.sample("epochfs_disk_errors_total", "kind=\"timeout\"", num(d, "timeouts"));
+    w.one("epochfs_disk_unhealthy_events_total", "counter", "Times the disk tier was taken out of use.",
+          num(d, "unhealthy_events"));
+    w.one("epochfs_disk_probes_total", "counter", "Health probes of an unhealthy disk tier.", num(d, "probes"));
+    w.one("epochfs_disk_probe_failures_total", "counter", "Health probes that failed.", num(d, "probe_failures"));
+  }
+
   w.one("epochfs_source_read_chunks_total", "counter", "Whole chunks read from the source.",
         num(src, "read_chunks"));
   w.one("epochfs_source_read_bytes_total", "counter", "Bytes read from the source.",

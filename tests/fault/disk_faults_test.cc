@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "cache/segment_file.h"
+#include "tests/fault/disk_test_util.h"
 #include "tests/integration/mount_fixture.h"
 
 // GCC 12 reports a false -Wrestrict inside std::string concatenation at -O3.
@@ -22,100 +24,14 @@
 namespace epochfs::itest {
 namespace {
 
-constexpr size_t kFileBytes = 400 * 1000;  // one 1 MiB chunk per file, equal record sizes
-
-struct Files {
-  std::map<std::string, std::string> data;  // name -> bytes
-  std::map<uint64_t, std::string> byHash;   // xxh3 -> name
+enum class Damage {
+  kHeaderByte,
+  kTruncate,
+  kCopyOver,
+  kDataByteLive,
+  kEmptyChecksum,  // 3f: the checksum field zeroed, header resealed
+  kEmptyRecord,    // 3f: a well-formed zero-length record in place of the victim's header
 };
-
-Files makeFiles(const std::string& src, int n, size_t bytes, uint64_t seed) {
-  Files f;
-  for (int i = 0; i < n; ++i) {
-    std::string name = "f" + std::to_string(i) + ".bin";
-    std::string d = randomBytes(bytes, seed * 100 + static_cast<uint64_t>(i));
-    writeFile(src + "/" + name, d);
-    f.byHash[xxh3(d)] = name;
-    f.data[name] = std::move(d);
-  }
-  return f;
-}
-
-// Reads every file through the mount; returns how many were not bit-exact
-// (a read error counts as wrong and is reported with its errno).
-int verifyAll(const std::string& mnt, const Files& f) {
-  int bad = 0;
-  for (const auto& [name, want] : f.data) {
-    auto r = readFile(mnt + "/" + name);
-    if (r.err != 0 || r.data != want) {
-      if (++bad <= 5) {
-        ADD_FAILURE() << name << ": " << (r.err ? strerror(r.err) : "WRONG BYTES SERVED")
-                      << " (" << r.data.size() << " of " << want.size() << " bytes)";
-      }
-    }
-  }
-  return bad;
-}
-
-uint64_t num(const nlohmann::json& j, std::string_view path) {
-  return counter(j, path).value_or(0);
-}
-uint64_t sourceIo(const nlohmann::json& j) {
-  if (auto v = counter(j, "tiers.source.read_bytes")) return *v;
-  return num(j, "tiers.source.bytes");
-}
-
-std::vector<std::string> globPaths(const std::string& pattern) {
-  std::vector<std::string> out;
-  glob_t g{};
-  if (glob(pattern.c_str(), 0, nullptr, &g) == 0) {
-    for (size_t i = 0; i < g.gl_pathc; ++i) out.push_back(g.gl_pathv[i]);
-  }
-  globfree(&g);
-  return out;
-}
-
-struct Record {
-  std::string segment;
-  uint64_t offset = 0;  // of the header
-  uint64_t length = 0;  // data bytes
-  std::string file;     // dataset file whose bytes it holds ("" if unknown)
-};
-
-// Walks every segment's records (cache/segment_file.h layout).
-std::vector<Record> records(const std::string& cacheDir, const Files& f) {
-  std::vector<Record> out;
-  for (const auto& seg : globPaths(cacheDir + "/epochfs-*/seg-*.dat")) {
-    std::string bytes = readFile(seg).data;
-    uint64_t off = 0;
-    while (off + sizeof(cache::RecordHeader) <= bytes.size()) {
-      cache::RecordHeader h;
-      std::memcpy(&h, bytes.data() + off, sizeof h);
-      if (!h.valid() || off + sizeof h + h.dataLength > bytes.size()) break;
-      Record r{seg, off, h.dataLength, ""};
-      auto it = f.byHash.find(xxh3(std::string_view(bytes).substr(off + sizeof h, h.dataLength)));
-      if (it != f.byHash.end()) r.file = it->second;
-      out.push_back(r);
-      off += sizeof h + h.dataLength;
-    }
-  }
-  return out;
-}
-
-void patch(const std::string& path, uint64_t off, const std::string& bytes) {
-  int fd = open(path.c_str(), O_WRONLY);
-  ASSERT_GE(fd, 0) << path << ": " << strerror(errno);
-  ASSERT_EQ(pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(off)),
-            static_cast<ssize_t>(bytes.size()));
-  close(fd);
-}
-void flipByte(const std::string& path, uint64_t off) {
-  std::string b = readFile(path).data;
-  ASSERT_LT(off, b.size());
-  patch(path, off, std::string(1, static_cast<char>(b[off] ^ 0x5a)));
-}
-
-enum class Damage { kHeaderByte, kTruncate, kCopyOver, kDataByteLive };
 
 class DiskFaultTest : public MountTest {
  protected:
@@ -132,7 +48,12 @@ class DiskFaultTest : public MountTest {
 // PASS: every file bit-exact with no read error (never a damaged byte served),
 // and the victim's bytes were re-read from the source (source read bytes >=
 // its size): the damage was detected (tiers.disk.corruptions) or the record
-// dropped at restart. A second pass is bit-exact too.
+// dropped at restart. A second pass is bit-exact too. Where the damage is
+// detectable (a bad header, an empty checksum, an empty record, a bad data
+// byte) tiers.disk.corruptions >= 1, also when it is found by the index
+// rebuild at restart; and the records after the victim in its segment are
+// still served from the disk tier (the rebuild resyncs past the damage):
+// tiers.disk.hit_chunks grows by >= the number of records that survive.
 void DiskFaultTest::runCorruption(Damage damage) {
   DiskFaultTest& t = *this;
   const std::string &src = src_, &mnt = mnt_, &cache = cache_;
@@ -169,6 +90,21 @@ void DiskFaultTest::runCorruption(Damage damage) {
     case Damage::kDataByteLive:
       flipByte(victim.segment, victim.offset + hdr + victim.length / 2);
       break;
+    case Damage::kEmptyChecksum:
+    case Damage::kEmptyRecord: {
+      cache::RecordHeader h;
+      std::string seg = readFile(victim.segment).data;
+      std::memcpy(&h, seg.data() + victim.offset, sizeof h);
+      if (damage == Damage::kEmptyChecksum) {
+        h.dataChecksum = 0;
+      } else {
+        h.dataLength = 0;
+        h.dataChecksum = xxh3("");
+      }
+      h.headerChecksum = h.computeChecksum();
+      patch(victim.segment, victim.offset, std::string(reinterpret_cast<const char*>(&h), sizeof h));
+      break;
+    }
   }
   if (damage != Damage::kDataByteLive) {
     r = t.mountAt(src, mnt, options);
@@ -186,9 +122,22 @@ void DiskFaultTest::runCorruption(Damage damage) {
   EXPECT_GE(sourceIo(after) - sourceIo(before), kFileBytes)
       << "the victim was not re-read from the source: " << after.dump();
   RecordProperty("corruptions", std::to_string(num(after, "tiers.disk.corruptions")));
-  if (damage == Damage::kDataByteLive) {
+  if (damage != Damage::kTruncate && damage != Damage::kCopyOver) {
     EXPECT_GE(num(after, "tiers.disk.corruptions"), 1u) << after.dump();
   }
+  // Records that must still be disk hits: all but the victim after a restart
+  // (the RAM tier starts empty), except that a truncation loses the records
+  // after the cut and a copy-over duplicates a key; the live variant's RAM
+  // tier still holds some files, so only the first two count there.
+  uint64_t survivors = recs.size() - 1;
+  if (damage == Damage::kTruncate) survivors = 2;
+  if (damage == Damage::kCopyOver) survivors = recs.size() - 2;
+  if (damage == Damage::kDataByteLive) survivors = 2;
+  // hit_chunks counts read pieces served from the tier: >= 1 per file it had.
+  const uint64_t diskHits = num(after, "tiers.disk.hit_chunks") - num(before, "tiers.disk.hit_chunks");
+  RecordProperty("disk_hit_chunks", std::to_string(diskHits));
+  EXPECT_GE(diskHits, survivors)
+      << "records after the damaged one were not served from the disk tier: " << after.dump();
   t.dropCaches(mnt);
   EXPECT_EQ(verifyAll(mnt, f), 0) << "second pass";
 }
@@ -208,11 +157,24 @@ TEST_F(DiskFaultTest, ValidRecordOfAnotherFileCopiedOverIsNeverServed) {
 TEST_F(DiskFaultTest, FlippedDataByteUnderRunningDaemonIsDetected) {
   runCorruption(Damage::kDataByteLive);
 }
+// Case 3f: a record whose checksum field is zeroed (header resealed, so only
+// the data check can catch it), then restart.
+TEST_F(DiskFaultTest, EmptyChecksumRecordIsNeverServed) {
+  runCorruption(Damage::kEmptyChecksum);
+}
+// Case 3f: a well-formed zero-length record over the victim's header (its old
+// data now looks like garbage to the rebuild), then restart.
+TEST_F(DiskFaultTest, EmptyRecordIsNeverServedAndTheRestSurvives) {
+  runCorruption(Damage::kEmptyRecord);
+}
 
 // ---- case 7 (part): the cache directory removed at run time --------------------
 
 // PASS: after `rm -rf CACHE/epochfs-*` under a running daemon, two more passes
-// are bit-exact with no read error and the daemon still answers stats.
+// are bit-exact with no read error and the daemon still answers stats; the
+// disk tier goes unhealthy (tiers.disk.unhealthy_events >= 1), recreates its
+// directory and is healthy again within 15 s, and is used again: a pass after
+// a re-admitting pass gets disk hits for at least half the files.
 TEST_F(DiskFaultTest, CacheDirRemovedWhileMounted) {
   Files f = makeFiles(src_, 8, kFileBytes, 71);
   auto r = mount(opts());
@@ -228,6 +190,23 @@ TEST_F(DiskFaultTest, CacheDirRemovedWhileMounted) {
   }
   auto s = stats();
   EXPECT_TRUE(s.value("ok", false)) << s.dump();
+  bool recovered = false;
+  for (int i = 0; i < 150 && !recovered; ++i) {
+    s = stats();
+    recovered = num(s, "tiers.disk.unhealthy_events") >= 1 &&
+                s["tiers"]["disk"].value("healthy", false);
+    if (!recovered) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(recovered) << "the disk tier did not go unhealthy and back: " << s.dump();
+  EXPECT_EQ(access(dirs[0].c_str(), F_OK), 0) << dirs[0] << " was not recreated";
+  dropCaches();
+  EXPECT_EQ(verifyAll(mnt_, f), 0) << "re-admitting pass";
+  const uint64_t hitsBefore = num(stats(), "tiers.disk.hit_chunks");
+  dropCaches();
+  EXPECT_EQ(verifyAll(mnt_, f), 0) << "pass after recovery";
+  s = stats();
+  EXPECT_GE(num(s, "tiers.disk.hit_chunks") - hitsBefore, f.data.size() / 2)
+      << "the recreated disk tier is not used: " << s.dump();
 }
 
 // ---- case 6: disk tier full --------------------------------------------------
@@ -253,20 +232,43 @@ class DiskFullTest : public DiskFaultTest {
     }
     MountTest::TearDown();
   }
-  // PASS: a dataset larger than the tmpfs, read three times (two with the
-  // page cache dropped): every file bit-exact, no read error (no ENOSPC
-  // reaches a reader), the daemon still answers stats and its disk usage is
-  // within the filesystem.
-  void readThrough(const Files& f) {
-    auto r = mount({"--cache-dir", tmpfs_, "--ram-cache", "1M", "--disk-cache", "64M"});
+  // Bytes in use on the tmpfs (statvfs: also counts segments already unlinked
+  // but still open).
+  uint64_t tmpfsUsed() const {
+    struct statvfs v;
+    if (statvfs(tmpfs_.c_str(), &v) != 0) return 0;
+    return (v.f_blocks - v.f_bfree) * v.f_frsize;
+  }
+  // PASS: a dataset larger than the tmpfs (or the limit), read three times
+  // (two with the page cache dropped): every file bit-exact, no read error (no
+  // ENOSPC reaches a reader), the daemon still answers stats, and (case 6c)
+  // the bytes used on the tmpfs, sampled every 5 ms while reading, never exceed
+  // the configured --disk-cache limit plus one chunk (1 MiB), and
+  // tiers.disk.used_bytes <= tiers.disk.capacity_bytes.
+  void readThrough(const Files& f, const std::string& diskCache, uint64_t limitBytes) {
+    auto r = mount({"--cache-dir", tmpfs_, "--ram-cache", "1M", "--disk-cache", diskCache});
     ASSERT_EQ(r.exitCode, 0) << r.describe();
+    std::atomic<bool> done{false};
+    std::atomic<uint64_t> peak{0};
+    std::thread sampler([&] {
+      while (!done) {
+        uint64_t used = tmpfsUsed();
+        if (used > peak) peak = used;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    });
     for (int pass = 0; pass < 3; ++pass) {
       if (pass) dropCaches();
       EXPECT_EQ(verifyAll(mnt_, f), 0) << "pass " << pass;
     }
+    done = true;
+    sampler.join();
     auto s = stats();
     ASSERT_TRUE(s.value("ok", false)) << s.dump();
     RecordProperty("disk_used", std::to_string(num(s, "tiers.disk.used_bytes")));
+    RecordProperty("tmpfs_peak_used", std::to_string(peak.load()));
+    EXPECT_LE(peak.load(), limitBytes + (1u << 20)) << "disk usage over the limit plus one chunk";
+    EXPECT_LE(num(s, "tiers.disk.used_bytes"), num(s, "tiers.disk.capacity_bytes")) << s.dump();
   }
   std::string tmpfs_;
 };
@@ -275,14 +277,26 @@ TEST_F(DiskFullTest, SmallTmpfsCacheDirBytesFull) {
   mountTmpfs("size=8m,mode=0755");
   if (IsSkipped() || HasFatalFailure()) return;
   Files f = makeFiles(src_, 40, kFileBytes, 81);  // 16 MB over an 8 MiB filesystem
-  readThrough(f);
+  readThrough(f, "64M", 64u << 20);
+}
+
+// Case 6c with the limit below the filesystem's size: 16 MB through a 6 MiB
+// limit on a 64 MiB tmpfs (the limit, not ENOSPC, is what bounds it).
+TEST_F(DiskFullTest, UsageStaysWithinTheLimitPlusOneChunk) {
+  mountTmpfs("size=64m,mode=0755");
+  if (IsSkipped() || HasFatalFailure()) return;
+  Files f = makeFiles(src_, 40, kFileBytes, 83);
+  readThrough(f, "6M", 6u << 20);
+  auto s = stats();
+  EXPECT_GT(num(s, "tiers.disk.evictions"), 0u) << "the limit was never reached: " << s.dump();
+  EXPECT_TRUE(s["tiers"]["disk"].value("healthy", false)) << s.dump();
 }
 
 TEST_F(DiskFullTest, TmpfsWithFewInodes) {
   mountTmpfs("size=64m,nr_inodes=4,mode=0755");
   if (IsSkipped() || HasFatalFailure()) return;
   Files f = makeFiles(src_, 40, kFileBytes, 82);  // needs > 4 segments of 4 MiB
-  readThrough(f);
+  readThrough(f, "64M", 64u << 20);
 }
 
 // ---- case 10 and 9 (part): the cache-dir lock, a killed daemon ------------------

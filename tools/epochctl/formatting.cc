@@ -96,6 +96,15 @@ std::string formatStats(const json& s) {
                   src ? "-" : std::to_string(t.value("evictions", uint64_t{0})).c_str());
     o << line;
   }
+  if (s["tiers"].contains("disk") && s["tiers"]["disk"].contains("healthy")) {
+    const json& d = s["tiers"]["disk"];
+    const bool healthy = d.value("healthy", true);
+    if (!healthy || d.value("errors", uint64_t{0}) > 0) {
+      o << "disk tier: " << (healthy ? "healthy" : "UNHEALTHY (reads go to the source)") << "; errors "
+        << d.value("errors", uint64_t{0}) << ", probes " << d.value("probes", uint64_t{0})
+        << "; last: " << d.value("last_error", std::string()) << "\n";
+    }
+  }
   const uint64_t peer = s.contains("peer") ? s["peer"].value("hit_bytes", uint64_t{0}) : 0;
   if (peer > 0) o << "peer     " << humanBytes(peer) << " from other nodes\n";
   const uint64_t fromSource = s["tiers"]["source"].value("bytes", uint64_t{0});

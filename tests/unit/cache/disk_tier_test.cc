@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstddef>
 #include <cstdlib>
@@ -111,12 +112,14 @@ class DiskTierTest : public ::testing::Test {
     fs::remove_all(root_, ec);
   }
 
-  std::unique_ptr<DiskTier> open(uint64_t capacity = 64 * kMiB, uint64_t segment = 4 * kMiB) {
+  std::unique_ptr<DiskTier> open(uint64_t capacity = 64 * kMiB, uint64_t segment = 4 * kMiB,
+                                 std::chrono::milliseconds probeInterval = std::chrono::hours(1)) {
     DiskTierOptions o;
     o.dir = dir_;
     o.capacityBytes = capacity;
     o.segmentBytes = segment;
     o.datasetId = kDataset;
+    o.probeInterval = probeInterval;
     auto t = DiskTier::open(o);
     EXPECT_TRUE(t.isOk()) << t.status().toString();
     return t.isOk() ? std::move(t).value() : nullptr;
@@ -234,13 +237,16 @@ TEST_F(DiskTierTest, CorruptHeaderByteIsDetected) {
     EXPECT_EQ(tier->usage().corruptions, 1u);
     EXPECT_TRUE(hits(*tier, 3, 1000));
   }
-  // On reopen the scan stops at the bad header: the rest of that segment goes.
+  // On reopen the scan skips the bad header and resyncs at record 3's: only
+  // record 2 is lost, and the rebuild counts it.
   auto tier = open();
   EXPECT_TRUE(hits(*tier, 1, 1000));
   EXPECT_FALSE(tier->contains(keyOf(2)));
-  EXPECT_FALSE(tier->contains(keyOf(3)));
-  EXPECT_EQ(fs::file_size(seg(1)), rec);
-  EXPECT_EQ(tier->usage().bytesUsed, rec);
+  EXPECT_TRUE(hits(*tier, 3, 1000));
+  EXPECT_EQ(tier->usage().corruptions, 1u);
+  EXPECT_EQ(tier->tornTails(), 0u);
+  EXPECT_EQ(fs::file_size(seg(1)), 3 * rec);  // the damaged record stays as dead bytes
+  EXPECT_EQ(tier->usage().bytesUsed, 3 * rec);
 }
 
 TEST_F(DiskTierTest, TornTailDropsOnlyTheBrokenRecord) {
@@ -257,6 +263,8 @@ TEST_F(DiskTierTest, TornTailDropsOnlyTheBrokenRecord) {
     EXPECT_FALSE(tier->contains(keyOf(3)));
     EXPECT_EQ(tier->usage().chunks, 2u);
     EXPECT_EQ(fs::file_size(seg(1)), 2 * rec);
+    EXPECT_EQ(tier->tornTails(), 1u);  // counted apart from corruptions
+    EXPECT_EQ(tier->usage().corruptions, 0u);
     ASSERT_TRUE(tier->insert(chunkOf(4, 0, 1000)));  // appends after the cut
   }
   fs::resize_file(seg(1), fs::file_size(seg(1)) + 50);  // a torn header only
@@ -302,7 +310,7 @@ TEST_F(DiskTierTest, UnhealthyAfterRepeatedWriteErrors) {
   auto tier = open();
   {
     FileSizeLimit limit(100);
-    for (int i = 0; i < DiskTier::kMaxConsecutiveWriteErrors; ++i) {
+    for (int i = 0; i < DiskTierOptions{}.errorsBeforeUnhealthy; ++i) {
       EXPECT_FALSE(tier->insert(chunkOf(1, 0, 1000)));
     }
   }

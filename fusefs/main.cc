@@ -123,13 +123,15 @@ int main(int argc, char** argv) {
   if (exitNow) return 0;
   if (!parsed.isOk()) return fail(parsed.status().message());
   MountOptions options = std::move(parsed).value();
+  // Both the supervised worker and the single-process daemon serve chunks:
+  // bound the allocator before any thread or chunk exists.
+  epochfs::fusefs::boundAllocatorRetention();
   if (auto link = epochfs::fusefs::SupervisorLink::fromEnvironment()) {
     raiseFileLimit();
     return runWorker(options, *link);
   }
   if (auto s = epochfs::fusefs::checkMountable(options); !s.isOk()) return fail(s.message());
   raiseFileLimit();
-  epochfs::fusefs::boundAllocatorRetention();  // before any thread or chunk exists
 
   // Daemon mode: the child does all the work (threads start after fork) and
   // reports "ok" or the reason over a pipe; the parent exits with that.

@@ -282,6 +282,9 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
     return Status::invalidArgument(msg.empty() ? "bad command line" : msg);
   }
   o.given.assign(args.begin() + 1, args.end());
+  if (o.source.empty() || o.mountpoint.empty()) {  // found by tests/fuzz (`epochfs "" /mnt`)
+    return Status::invalidArgument("the source and the mountpoint must not be empty");
+  }
 
   o.peerMac = peerIntegrity == "mac";
   if (int(!o.clusterPeers.empty()) + int(!o.clusterHostfile.empty()) + int(o.clusterSlurm) > 1) {

@@ -87,11 +87,14 @@ Daemon::~Daemon() {
   admin_.stop();
   if (orderSetup_.joinable()) orderSetup_.join();
   fuse_.reset();  // unmounts if still mounted
+  // Before the prefetcher goes: its serve threads use cache_ and filesById_,
+  // and their RamTier::insert() may be reading the prefetcher as the advisor
+  // (setAdvisor(nullptr) does not wait for an insert in progress; TSan).
+  cluster_.reset();
   follower_.store(nullptr);
   followerOwner_.reset();
   if (ram_) ram_->setAdvisor(nullptr);
   prefetcher_.reset();
-  cluster_.reset();  // its serve threads use cache_ and filesById_
 }
 
 void Daemon::setUpTorchOrder() {

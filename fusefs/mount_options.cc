@@ -31,10 +31,12 @@ bool isGenericMountOption(const std::string& name) {
 }
 
 // Turns `-o a=b,c` into `--a b --c`, so both spellings go through one parser.
-Result<std::vector<std::string>> expandDashO(int argc, char** argv) {
+Result<std::vector<std::string>> expandDashO(const std::vector<std::string>& argv) {
   std::vector<std::string> out;
+  const size_t argc = argv.size();
+  if (argc == 0) return Status::invalidArgument("empty command line");
   out.emplace_back(argv[0]);
-  for (int i = 1; i < argc; ++i) {
+  for (size_t i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     std::string list;
     if (arg == "-o") {
@@ -175,12 +177,27 @@ Result<prefetch::TorchOrderSpec> parseTorchOrder(const std::string& text) {
 }
 
 Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
+  // The defaults derive from the daemon's memory limit (cgroup or MemTotal).
+  const MemoryLimit limit = detectMemoryLimit();
+  auto cl = parseMountCommandLine(std::vector<std::string>(argv, argv + argc),
+                                  limit.effectiveBytes(), exitNow);
+  if (!cl.isOk()) return cl.status();
+  cl->options.memoryLimitSource = std::string(limit.effectiveSource()) == "cgroup"
+                                      ? limit.cgroupLimitFile
+                                      : std::string("MemTotal");
+  if (*exitNow) return std::move(cl->options);
+  return resolveMountOptions(std::move(cl).value());
+}
+
+Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& argv,
+                                               uint64_t memoryBytes, bool* exitNow) {
   *exitNow = false;
-  auto expanded = expandDashO(argc, argv);
+  auto expanded = expandDashO(argv);
   if (!expanded.isOk()) return expanded.status();
   std::vector<std::string>& args = *expanded;
 
-  MountOptions o;
+  MountCommandLine cl;
+  MountOptions& o = cl.options;
   std::string ramCache, diskCache, chunkSize = "1M";
   CLI::App app{"epochfs: a read-only FUSE cache for deep-learning datasets", "epochfs"};
   app.add_option("source", o.source, "Dataset directory (the source)")->required();
@@ -248,28 +265,21 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
   } catch (const CLI::CallForHelp& e) {
     std::cout << app.help();
     *exitNow = true;
-    return o;
+    return cl;
   } catch (const CLI::CallForVersion& e) {
     std::cout << "epochfs 0.1.0\n";
     *exitNow = true;
-    return o;
+    return cl;
   } catch (const CLI::ParseError& e) {
     std::string msg = e.what();
     return Status::invalidArgument(msg.empty() ? "bad command line" : msg);
   }
   o.given.assign(args.begin() + 1, args.end());
   o.supervise = !noSupervisor;
-
-  try {
-    o.source = canonicalDir(o.source, "source");
-    // A restarted worker (fusefs/supervisor.h) is given the canonical path:
-    // stat() on its own mount would wait for itself.
-    const char* resumed = std::getenv("EPOCHFS_RESUME_MOUNTPOINT");
-    o.mountpoint = resumed != nullptr ? resumed : canonicalDir(o.mountpoint, "mountpoint");
-    if (!o.cacheDir.empty()) o.cacheDir = canonicalDir(o.cacheDir, "cache dir");
-  } catch (const std::exception& e) {
-    return Status::invalidArgument(e.what());
+  if (o.source.empty() || o.mountpoint.empty()) {  // found by tests/fuzz (`epochfs "" /mnt`)
+    return Status::invalidArgument("the source and the mountpoint must not be empty");
   }
+
   o.peerMac = peerIntegrity == "mac";
   if (int(!o.clusterPeers.empty()) + int(!o.clusterHostfile.empty()) + int(o.clusterSlurm) > 1) {
     return Status::invalidArgument("give only one of --peers, --hostfile, --slurm");
@@ -280,19 +290,9 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
   if (!o.clustered() && (!o.clusterListen.empty() || !o.secretFile.empty())) {
     return Status::invalidArgument("--listen/--secret-file need --peers, --hostfile or --slurm");
   }
-  // The daemon changes directory when it detaches: keep paths absolute.
-  for (std::string* p : {&o.clusterHostfile, &o.secretFile}) {
-    if (!p->empty()) *p = std::filesystem::absolute(*p).string();
-  }
-  if (o.mountpoint == o.source) {
-    return Status::invalidArgument("mountpoint and source are the same directory");
-  }
 
-  const MemoryLimit limit = detectMemoryLimit();
-  const uint64_t mem = limit.effectiveBytes();
+  const uint64_t mem = memoryBytes;
   o.memoryLimitBytes = mem;
-  o.memoryLimitSource = std::string(limit.effectiveSource()) == "cgroup" ? limit.cgroupLimitFile
-                                                                       : std::string("MemTotal");
   const MemoryDefaults defaults = memoryDefaults(mem);
   auto cs = parseSize(chunkSize, mem);
   if (!cs.isOk()) return Status::invalidArgument("--chunk-size: " + cs.status().message());
@@ -312,6 +312,43 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
   if (!diskCache.empty() && o.cacheDir.empty()) {
     return Status::invalidArgument("--disk-cache needs --cache-dir");
   }
+  cl.diskCache = diskCache;
+  if (!order.empty()) {
+    auto spec = parseTorchOrder(order);
+    if (!spec.isOk()) return Status::invalidArgument("--order: " + spec.status().message());
+    o.torchOrder = true;
+    o.torchOrderSpec = *spec;
+  }
+  if (prefetchMemory.empty()) {
+    o.prefetchMemory = defaults.prefetchBytes;
+  } else {
+    auto pm = parseSize(prefetchMemory, mem);
+    if (!pm.isOk()) return Status::invalidArgument("--prefetch-memory: " + pm.status().message());
+    o.prefetchMemory = *pm;
+  }
+  if (o.threads == 0) o.threads = 16;
+  return cl;
+}
+
+Result<MountOptions> resolveMountOptions(MountCommandLine cl) {
+  MountOptions& o = cl.options;
+  try {
+    o.source = canonicalDir(o.source, "source");
+    // A restarted worker (fusefs/supervisor.h) is given the canonical path:
+    // stat() on its own mount would wait for itself.
+    const char* resumed = std::getenv("EPOCHFS_RESUME_MOUNTPOINT");
+    o.mountpoint = resumed != nullptr ? resumed : canonicalDir(o.mountpoint, "mountpoint");
+    if (!o.cacheDir.empty()) o.cacheDir = canonicalDir(o.cacheDir, "cache dir");
+  } catch (const std::exception& e) {
+    return Status::invalidArgument(e.what());
+  }
+  // The daemon changes directory when it detaches: keep paths absolute.
+  for (std::string* p : {&o.clusterHostfile, &o.secretFile}) {
+    if (!p->empty()) *p = std::filesystem::absolute(*p).string();
+  }
+  if (o.mountpoint == o.source) {
+    return Status::invalidArgument("mountpoint and source are the same directory");
+  }
   if (!o.cacheDir.empty()) {
     struct statvfs vfs;
     if (statvfs(o.cacheDir.c_str(), &vfs) != 0) {
@@ -322,34 +359,20 @@ Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow) {
     // Never plan to leave less than 10% of the filesystem free.
     const uint64_t keepFree = fsSize / 10;
     const uint64_t usable = fsFree > keepFree ? fsFree - keepFree : 0;
-    if (diskCache.empty()) {
+    if (cl.diskCache.empty()) {
       o.diskCacheBytes = std::min(fsFree / 2, usable);
     } else {
-      auto r = parseSize(diskCache, fsSize);
+      auto r = parseSize(cl.diskCache, fsSize);
       if (!r.isOk()) return Status::invalidArgument("--disk-cache: " + r.status().message());
       o.diskCacheBytes = *r;
     }
-  }
-  if (!order.empty()) {
-    auto spec = parseTorchOrder(order);
-    if (!spec.isOk()) return Status::invalidArgument("--order: " + spec.status().message());
-    o.torchOrder = true;
-    o.torchOrderSpec = *spec;
   }
   if (!o.adminGroup.empty()) {
     auto g = resolveGroup(o.adminGroup);
     if (!g.isOk()) return Status::invalidArgument("--admin-group: " + g.status().message());
     o.adminGid = *g;
   }
-  if (prefetchMemory.empty()) {
-    o.prefetchMemory = defaults.prefetchBytes;
-  } else {
-    auto pm = parseSize(prefetchMemory, mem);
-    if (!pm.isOk()) return Status::invalidArgument("--prefetch-memory: " + pm.status().message());
-    o.prefetchMemory = *pm;
-  }
-  if (o.threads == 0) o.threads = 16;
-  return o;
+  return std::move(cl.options);
 }
 
 }  // namespace epochfs::fusefs

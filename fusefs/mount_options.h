@@ -66,8 +66,22 @@ struct MountOptions {
   std::vector<std::string> given;
 };
 
-// Parses argv. `--help`/`--version` print and set `exitNow`.
+// Parses argv. `--help`/`--version` print and set `exitNow`. Both steps below.
 cache::Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow);
+
+// Step 1, pure (no filesystem, no NSS; fuzzed by tests/fuzz): the command
+// line (args[0] is the program name) parsed and checked; sizes given as a
+// percentage are of `memoryBytes`. Paths are still as given.
+struct MountCommandLine {
+  MountOptions options;
+  std::string diskCache;  // --disk-cache as given: a % needs the cache dir's filesystem
+};
+cache::Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& args,
+                                                      uint64_t memoryBytes, bool* exitNow);
+
+// Step 2: makes the paths canonical, sizes the disk tier from its filesystem
+// and resolves --admin-group.
+cache::Result<MountOptions> resolveMountOptions(MountCommandLine cl);
 
 // "seed=S,world=W,ranks=R1+R2[,drop_last=1]" after "torch-distributed:".
 cache::Result<prefetch::TorchOrderSpec> parseTorchOrder(const std::string& text);

@@ -95,6 +95,10 @@ Status UcxCluster::init() {
   epollFd_ = epoll_create1(EPOLL_CLOEXEC);
   if (wakeFd_ < 0 || epollFd_ < 0) return Status::fromErrno(errno, "eventfd/epoll");
 
+  // Logged before the threads start: spdlog's registry is then created on
+  // this thread (its lazy creation inside uninstrumented libspdlog would look
+  // like a race to TSan when the progress thread logs first).
+  spdlog::debug("cluster: node {} starting", cfg_.selfId);
   std::promise<Status> ready;
   auto fut = ready.get_future();
   progress_ = std::thread([this, &ready] { progressMain(&ready); });

@@ -6,6 +6,7 @@
 
 #include "cache/checksum.h"
 #include "transport/ucx_cluster.h"
+#include "transport/wire_decoder.h"
 
 namespace epochfs::transport {
 
@@ -24,13 +25,6 @@ struct RecvCtx {
   std::shared_ptr<void> pending;  // keeps the buffer alive past a timeout
   std::function<void(ucs_status_t)> done;
 };
-
-template <typename T>
-bool readHeader(const void* header, size_t len, T* out) {
-  if (len != sizeof(T)) return false;
-  std::memcpy(out, header, sizeof(T));
-  return true;
-}
 
 // What the asker makes of an owner's refusal code.
 Status refusal(uint32_t code, const std::string& owner) {
@@ -136,28 +130,31 @@ ucs_status_t UcxCluster::amTrampoline(void* arg, const void* header, size_t head
 ucs_status_t UcxCluster::onAm(uint16_t id, const void* header, size_t headerLen, void* data,
                               size_t len, const ucp_am_recv_param_t* param) {
   ucp_ep_h ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : nullptr;
-  if (id == wire::kReply) {
-    wire::Reply r;
-    if (ep != nullptr && readHeader(header, headerLen, &r)) return onReply(ep, r, data, len, param);
+  auto msg = wire::decodeAm(id, header, headerLen, len);
+  if (!msg.isOk()) {
+    // A peer that sends malformed messages is cut off: its pending requests
+    // fail now (and fall back to the source) instead of timing out.
+    spdlog::debug("cluster: malformed message: {}", msg.status().message());
+    if (ep != nullptr && wire::isClientToServer(id)) {
+      dropInbound(ep, msg.status().message());
+    } else if (Peer* p = ep != nullptr ? peerByEp(ep) : nullptr; p != nullptr) {
+      peerFailed(*p, State::kDown, msg.status().message());
+    }
+  } else if (id == wire::kReply) {
+    if (ep != nullptr) return onReply(ep, std::get<wire::Reply>(msg->body), data, len, param);
   } else if (ep != nullptr) {
-    wire::Hello h;
-    wire::Proof pr;
-    wire::Welcome w;
-    wire::Request rq;
-    wire::Ping ping;
-    bool parsed = true;
-    if (id == wire::kHello && (parsed = readHeader(header, headerLen, &h))) onHello(ep, h);
-    if (id == wire::kChallenge && readHeader(header, headerLen, &h)) onChallenge(ep, h);
-    if (id == wire::kProof && (parsed = readHeader(header, headerLen, &pr))) onProof(ep, pr);
-    if (id == wire::kWelcome && readHeader(header, headerLen, &w)) onWelcome(ep, w);
-    if (id == wire::kRequest && (parsed = readHeader(header, headerLen, &rq))) onRequest(ep, rq);
-    if (!parsed) dropInbound(ep, "malformed message " + std::to_string(id));
-    if (id == wire::kPing && readHeader(header, headerLen, &ping)) {
+    const auto& body = msg->body;
+    if (id == wire::kHello) onHello(ep, std::get<wire::Hello>(body));
+    if (id == wire::kChallenge) onChallenge(ep, std::get<wire::Hello>(body));
+    if (id == wire::kProof) onProof(ep, std::get<wire::Proof>(body));
+    if (id == wire::kWelcome) onWelcome(ep, std::get<wire::Welcome>(body));
+    if (id == wire::kRequest) onRequest(ep, std::get<wire::Request>(body));
+    if (id == wire::kPing) {
       if (Inbound* in = inboundByEp(ep); in != nullptr && in->authed) {
-        sendAm(ep, wire::kPong, &ping, sizeof ping, nullptr);
+        sendAm(ep, wire::kPong, &std::get<wire::Ping>(body), sizeof(wire::Ping), nullptr);
       }
     }
-    if (id == wire::kPong && readHeader(header, headerLen, &ping)) {
+    if (id == wire::kPong) {
       if (Peer* p = peerByEp(ep); p != nullptr &&
                                   p->state.load() == static_cast<int>(State::kSuspect) &&
                                   Clock::now() >= p->suspectUntil) {

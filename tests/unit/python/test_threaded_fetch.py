@@ -127,6 +127,16 @@ class ThreadedFetchTest(unittest.TestCase):
                     self.assertTrue(torch.equal(g[0], w[0]) and torch.equal(g[1], w[1]),
                                     (workers, batched_path))
 
+    # Pass: the DataLoader really fetches through the pool (num_workers=0, so the samples'
+    # threads are visible here): via __getitems__ and via the batch-sampler pair, a batch's
+    # samples ran on more than one thread, none of them the main thread.
+    def test_dataloader_fetch_is_threaded(self):
+        for batched_path in (False, True):
+            plain = Squares(32, sleep=0.002)
+            self.loader_batches(ThreadedFetch(plain, threads=4), 0, batched_path)
+            self.assertGreater(len(plain.threads_seen), 1, batched_path)
+            self.assertNotIn(threading.get_ident(), plain.threads_seen, batched_path)
+
     # Pass: an exception in a sample inside a DataLoader worker (num_workers=2) reaches the
     # training loop with the original exception type.
     def test_exception_in_worker_propagates(self):

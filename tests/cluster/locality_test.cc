@@ -42,7 +42,9 @@ class LocalityClusterTest : public MountTest {
 // one epoch are <= 10% of a plain DistributedSampler's on the same cluster
 // (ratio of byte counts), every global batch equals the plain one as a set,
 // the plain sampler's remote share is about (p-1)/p = 75% (the measurement
-// sees the network), and no measured epoch reads the source.
+// sees the network), >= 90% of LocalityAwareSampler's reads (chunk pieces
+// served to FUSE reads, daemon counters) find their data on the node, and no
+// measured epoch reads the source.
 TEST_F(LocalityClusterTest, RemoteBytesAtMostTenPercentOfDistributedSampler) {
   if (!haveTorch()) GTEST_SKIP() << "torch/torchvision not importable by /usr/bin/python3";
   const nlohmann::json j = runBench("locality", {"--files", "1536", "--local-batch", "32"});
@@ -57,6 +59,12 @@ TEST_F(LocalityClusterTest, RemoteBytesAtMostTenPercentOfDistributedSampler) {
   EXPECT_GT(plain["remote_fraction"].get<double>(), 0.65);
   EXPECT_LT(plain["remote_fraction"].get<double>(), 0.85);
   EXPECT_LE(locRemote, 0.10 * plainRemote);
+  std::printf("locality: %.1f %% of %d reads on the node (plain sampler: %.1f %%)\n",
+              100 * loc["local_read_fraction"].get<double>(),
+              loc["local_reads"].get<int>() + loc["remote_reads"].get<int>(),
+              100 * plain["local_read_fraction"].get<double>());
+  EXPECT_GE(loc["local_read_fraction"].get<double>(), 0.90);
+  EXPECT_GE(loc["local_reads"].get<int>() + loc["remote_reads"].get<int>(), 1536);
   EXPECT_TRUE(loc["global_batches_identical"].get<bool>());
   EXPECT_EQ(loc["bytes_read"], plain["bytes_read"]);
   EXPECT_EQ(loc["placement_versions"].size(), 1u) << "ranks used different placement maps";

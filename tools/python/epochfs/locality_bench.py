@@ -291,6 +291,12 @@ def run(bindir, files=2048, local_batches=(8, 32, 64, 128), seed=0, workers=0, t
                    "local_bytes": _sum(d, "ram") + _sum(d, "disk") + _sum(d, "staging"),
                    "source_bytes": _sum(d, "source"), "per_node": d}
             out["remote_fraction"] = out["remote_bytes"] / read if read else 0.0
+            # Reads (chunk pieces served to FUSE reads) found on the node (RAM, disk, staging)
+            # versus fetched from a peer or the source, from the daemons' counters.
+            out["local_reads"] = _sum(d, "reads_ram") + _sum(d, "reads_disk") + _sum(d, "reads_staging")
+            out["remote_reads"] = _sum(d, "reads_peer") + _sum(d, "reads_source")
+            n_reads = out["local_reads"] + out["remote_reads"]
+            out["local_read_fraction"] = out["local_reads"] / n_reads if n_reads else 0.0
             if sampler != "plain":
                 out["placement_versions"] = sorted({x["version"] for x in replies})
                 out["predicted"] = replies[0]["predicted"]

@@ -129,3 +129,4 @@ class ShuffleAwareSampler(DistributedSampler):
 
 
 from .locality import LocalityAwareSampler  # noqa: E402,F401  (re-exported)
+from .threaded_fetch import ThreadedFetch  # noqa: E402,F401  (re-exported)

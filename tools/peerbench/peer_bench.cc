@@ -12,7 +12,7 @@
 // Prints one JSON line per K: {"inflight":K,"fetches":n,"bytes":b,"seconds":s,"mib_s":x}.
 //
 //   peer-bench [--chunks 64] [--chunk-size 1048576] [--inflight 1,4,8] [--seconds 3]
-//              [--integrity mac|checksum]
+//              [--integrity mac|checksum] [--short-last]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/prctl.h>
@@ -50,12 +50,13 @@ struct Options {
   std::vector<unsigned> inflight{1, 4, 8};
   double seconds = 3;
   bool mac = true;
+  bool shortLast = false;  // the file's last chunk is half a chunk (replies of two lengths)
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "peer-bench: %s\nusage: peer-bench [--chunks N] [--chunk-size BYTES] "
-               "[--inflight K1,K2,..] [--seconds S] [--integrity mac|checksum]\n",
+               "[--inflight K1,K2,..] [--seconds S] [--integrity mac|checksum] [--short-last]\n",
                why);
   std::exit(2);
 }
@@ -83,6 +84,8 @@ Options parse(int argc, char** argv) {
         o.inflight.push_back(std::stoul(v.substr(pos, comma - pos)));
         pos = comma + 1;
       }
+    } else if (a == "--short-last") {
+      o.shortLast = true;
     } else if (a == "--integrity") {
       std::string v = value();
       if (v != "mac" && v != "checksum") usage("--integrity is mac or checksum");
@@ -226,7 +229,7 @@ int main(int argc, char** argv) {
   setenv("UCX_TLS", "tcp", 0);
   std::vector<transport::Member> m{{0, "127.0.0.1", freeLoopbackPort()},
                                    {1, "127.0.0.1", freeLoopbackPort()}};
-  const uint64_t size = uint64_t(o.chunks) * o.chunkSize;
+  const uint64_t size = uint64_t(o.chunks) * o.chunkSize - (o.shortLast ? o.chunkSize / 2 : 0);
 
   // A file that placement gives to node 1 (both members live with equal
   // capacities, as configured): the owner serves it, fetch() asks node 1.
@@ -270,14 +273,15 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  // Warm-up: every chunk once, and a byte check of one.
+  // Warm-up: every chunk once, each byte-checked.
   for (uint32_t i = 0; i < o.chunks; ++i) {
     auto r = cluster->fetch("peer-bench.bin", id, cache::ChunkKey::make(kDatasetId, id.fileId, i));
     if (!r.isOk()) {
       std::fprintf(stderr, "peer-bench: warm-up fetch %u: %s\n", i, r.status().toString().c_str());
       return 1;
     }
-    if (i == o.chunks - 1 && r.value()->data != bytesFor(i, r.value()->size())) {
+    const size_t want = std::min<uint64_t>(o.chunkSize, size - uint64_t(i) * o.chunkSize);
+    if (r.value()->size() != want || r.value()->data != bytesFor(i, want)) {
       std::fprintf(stderr, "peer-bench: chunk %u has wrong bytes\n", i);
       return 1;
     }

@@ -371,7 +371,10 @@ Result<cache::ChunkRef> UcxCluster::fetchFrom(uint32_t node, const cache::FileId
   p->key = key;
   p->id = id;
   p->deadline = deadline;
-  if (const uint32_t hint = replySizeHint_.load(std::memory_order_relaxed); hint > 0) {
+  // No bigger than the file: exact for files of one chunk after a bigger reply.
+  if (const uint64_t hint = std::min<uint64_t>(replySizeHint_.load(std::memory_order_relaxed),
+                                               id.size);
+      hint > 0) {
     p->data.resize(hint);
   }
   Op op;

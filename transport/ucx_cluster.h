@@ -198,6 +198,10 @@ class UcxCluster final : public Cluster {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> macCounter_{1};  // GMAC IVs of everything this node signs
   std::atomic<uint64_t> chunksServed_{0};  // for the fault hook's EVERY
+  // Length of the last reply received: fetchFrom sizes the receive buffer to
+  // it before queueing, so the zero-fill and first-touch page faults of a
+  // 1 MiB buffer run on the fetching thread, not on the progress thread.
+  std::atomic<uint32_t> replySizeHint_{0};
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;

@@ -309,7 +309,8 @@ ucs_status_t UcxCluster::onReply(ucp_ep_h ep, const wire::Reply& r, void* data, 
                             : Status::corruption("reply length mismatch"));
     return UCS_OK;
   }
-  p->data.resize(len);
+  p->data.resize(len);  // usually a no-op: fetchFrom sized it to the hint
+  replySizeHint_.store(static_cast<uint32_t>(len), std::memory_order_relaxed);
   if (!rndv) {
     if (len > 0) std::memcpy(p->data.data(), data, len);
     complete(p, Status::ok());
@@ -367,6 +368,12 @@ Result<cache::ChunkRef> UcxCluster::fetchFrom(uint32_t node, const cache::FileId
   p->key = key;
   p->id = id;
   p->deadline = deadline;
+  // No bigger than the file: exact for files of one chunk after a bigger reply.
+  if (const uint64_t hint = std::min<uint64_t>(replySizeHint_.load(std::memory_order_relaxed),
+                                               id.size);
+      hint > 0) {
+    p->data.resize(hint);
+  }
   Op op;
   op.fetch = p;
   post(std::move(op));
@@ -404,6 +411,8 @@ Result<cache::ChunkRef> UcxCluster::fetchFrom(uint32_t node, const cache::FileId
   chunk->identity = id;
   chunk->checksum = r.checksum;
   chunk->data = std::move(p->data);
+  // Sized to a larger hint (the previous reply): give the spare capacity back.
+  if (chunk->data.capacity() > chunk->data.size() + (64u << 10)) chunk->data.shrink_to_fit();
   if (!chunk->verify()) {
     peer.fetchErrors.fetch_add(1, std::memory_order_relaxed);
     peer.checksumFailures.fetch_add(1, std::memory_order_relaxed);

@@ -21,23 +21,14 @@
 #include <random>
 #include <thread>
 
+#include "tests/loopback_port.h"
 #include "tests/integration/mount_fixture.h"
 
 namespace epochfs::itest {
 
 using Clock = std::chrono::steady_clock;
 
-inline uint16_t freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using test_support::freeLoopbackPort;
 
 // Counts IN_OPEN of regular files in the watched directories.
 class OpenCounter {
@@ -120,7 +111,7 @@ class ClusterMountTest : public MountTest {
     std::string peers;
     ports_.clear();
     for (int i = 0; i < n; ++i) {
-      ports_.push_back(freePort());
+      ports_.push_back(freeLoopbackPort());
       if (i > 0) peers += ',';
       peers += "127.0.0.1:";
       peers += std::to_string(ports_.back());

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "tests/loopback_port.h"
 #include "cache/chunk.h"
 #include "transport/cluster.h"
 
@@ -20,17 +21,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-uint16_t freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using test_support::freeLoopbackPort;
 
 std::vector<char> bytesFor(uint64_t fileId, uint32_t index, size_t n) {
   std::vector<char> v(n);
@@ -58,7 +49,7 @@ class ClusterTest : public ::testing::Test {
 
   std::vector<Member> members(int n) {
     std::vector<Member> m;
-    for (int i = 0; i < n; ++i) m.push_back(Member{uint32_t(i), "127.0.0.1", freePort()});
+    for (int i = 0; i < n; ++i) m.push_back(Member{uint32_t(i), "127.0.0.1", freeLoopbackPort()});
     return m;
   }
 

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "tests/loopback_port.h"
 #include "tests/integration/mount_fixture.h"
 
 namespace epochfs::itest {
@@ -58,17 +59,7 @@ std::string jobFile(const std::string& dir, bool write) {
   return o.str();
 }
 
-uint16_t freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using test_support::freeLoopbackPort;
 
 size_t countOf(const std::string& hay, const std::string& needle) {
   size_t n = 0;
@@ -192,7 +183,7 @@ TEST_F(FioVerifyTest, PeerServedVerifiesClean) {
   for (int attempt = 0; attempt < 3 && mnts.size() < 2; ++attempt) {
     for (const auto& m : mnts) unmount(m);
     mnts.clear();
-    const uint16_t ports[2] = {freePort(), freePort()};
+    const uint16_t ports[2] = {freeLoopbackPort(), freeLoopbackPort()};
     const std::string peers = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" +
                               std::to_string(ports[1]);
     for (int i = 0; i < 2; ++i) {

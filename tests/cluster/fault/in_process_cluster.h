@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "tests/loopback_port.h"
 #include "cache/chunk.h"
 #include "transport/cluster.h"
 
@@ -23,17 +24,7 @@ using namespace std::chrono_literals;
 
 inline constexpr const char* kSecret = "the-job-secret-0123";
 
-inline uint16_t freeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using test_support::freeLoopbackPort;
 
 inline std::vector<char> bytesFor(uint64_t fileId, uint32_t index, size_t n) {
   std::vector<char> v(n);

@@ -127,8 +127,8 @@ class PeerSecurityTest : public ClusterMountTest {
 // with a secret under 16 bytes: the daemon exits non-zero before mounting,
 // naming the problem.
 TEST_F(PeerSecurityTest, NoUsableSecretMeansNoClusterDaemon) {
-  const std::string peers = "127.0.0.1:" + std::to_string(freePort()) + ",127.0.0.1:" +
-                            std::to_string(freePort());
+  const std::string peers = "127.0.0.1:" + std::to_string(freeLoopbackPort()) + ",127.0.0.1:" +
+                            std::to_string(freeLoopbackPort());
   const std::string mnt = root_ + "/mnt-nosecret";
   mkdirs(mnt);
   const std::string loose = root_ + "/loose-secret", shortSecret = root_ + "/short-secret";

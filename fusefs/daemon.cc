@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 #include <xxhash.h>
 
+#include "fusefs/mountinfo_path.h"
 #include "cache/delayed_source.h"
 #include "cache/disk_tier.h"
 #include "cache/peer_staging.h"
@@ -30,20 +31,6 @@ using cache::Status;
 using nlohmann::json;
 
 namespace {
-
-// Decodes the octal escapes of /proc/self/mountinfo paths.
-std::string unescapeMountPath(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size()) {
-      out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8)));
-      i += 3;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
 
 
 }  // namespace

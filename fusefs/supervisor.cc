@@ -17,6 +17,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "fusefs/mountinfo_path.h"
 #include "fusefs/supervisor_link.h"
 
 namespace epochfs::fusefs {
@@ -34,20 +35,6 @@ sigset_t handledSignals() {
   return set;
 }
 
-// Decodes the octal escapes of /proc/self/mountinfo paths.
-std::string unescape(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size()) {
-      out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8)));
-      i += 3;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
 // True if an epochfs FUSE mount sits on `path`.
 bool isEpochfsMount(const std::string& path) {
   std::ifstream mi("/proc/self/mountinfo");
@@ -60,7 +47,7 @@ bool isEpochfsMount(const std::string& path) {
     }
     std::string fstype;
     f >> fstype;
-    if (unescape(mnt) == path && fstype == "fuse.epochfs") return true;
+    if (unescapeMountPath(mnt) == path && fstype == "fuse.epochfs") return true;
   }
   return false;
 }

@@ -332,18 +332,7 @@ def run(bindir, files=2048, local_batches=(8, 32, 64, 128), seed=0, workers=0, t
                    100 * (loc["remote_vs_plain"] or 0), len(got), loc["global_batches_identical"]))
         result["locality"] = rows
     finally:
-        for c in conns:
-            try:
-                c.send(None)
-            except OSError:
-                pass
-        for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.kill()
-        if cluster is not None:
-            cluster.close()
-        time.sleep(0.3)
+        _stop_ranks_and_cluster(conns, procs, cluster)
         shutil.rmtree(root, ignore_errors=True)
     return result
 
@@ -363,3 +352,19 @@ def print_table(result, out=sys.stdout):
                   % (r["local_batch"], r["bytes_read"], r["remote_bytes"],
                      100 * r["remote_fraction"], 100 * (r["remote_vs_plain"] or 0),
                      "yes" if r["global_batches_identical"] else "NO", r["global_batches"]))
+
+
+def _stop_ranks_and_cluster(conns, procs, cluster):
+    """Tells every rank process to exit (killing laggards), then stops the daemons."""
+    for c in conns:
+        try:
+            c.send(None)
+        except OSError:
+            pass
+    for p in procs:
+        p.join(timeout=10)
+        if p.is_alive():
+            p.kill()
+    if cluster is not None:
+        cluster.close()
+    time.sleep(0.3)

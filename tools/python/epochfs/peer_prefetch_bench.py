@@ -28,6 +28,7 @@ import tempfile
 import time
 
 from .locality_bench import (NODES, RANKS_PER_NODE, LoopbackCluster, _delta, _drop_caches,
+                             _stop_ranks_and_cluster,
                              _rank_main, _sum, make_image_folder)
 
 
@@ -103,18 +104,7 @@ def _one_cluster(bindir, root, src, data_bytes, files, seed, local_batch, step_m
                100 * out["peer_bytes_fraction"], read / 2**20, held[1] / 2**20, secs))
         return out
     finally:
-        for c in conns:
-            try:
-                c.send(None)
-            except OSError:
-                pass
-        for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.kill()
-        if cluster is not None:
-            cluster.close()
-        time.sleep(0.3)
+        _stop_ranks_and_cluster(conns, procs, cluster)
 
 
 def run(bindir, files=1536, seed=0, local_batch=32, step_ms=0, workers=0, tls="tcp",

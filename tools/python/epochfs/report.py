@@ -194,10 +194,15 @@ def plot(res, outdir):
 
 def main(results, outdir):
     res = load(results)
-    print("compute-only epoch (warm pipeline, dataset in the page cache): %s s; steps alone "
-          "(batches preloaded): %.2f s; throttle %.2f MB/s; bytes/throttle %.2f s" % (
+    co = res["compute_only"]
+    co = co if isinstance(co, list) else [co]  # older results: one run
+    print("compute-only epoch (steps alone, batches preloaded; %d runs interleaved with the "
+          "cases): %s s; warm pipeline (decode in the workers, dataset in the page cache): %s s; "
+          "throttle %.2f MB/s; bytes/throttle %.2f s = %.2fx compute-only" % (
+              len(co), fmt([e["epoch_s"] for e in co], digits=2),
               fmt([e["epoch_s"] for e in res["warm_pipeline"]], digits=2),
-              res["steps_only_epoch_s"], res["throttle_bps"] / 1e6, res["bytes_over_throttle_s"]))
+              res["throttle_bps"] / 1e6, res["bytes_over_throttle_s"],
+              res["bytes_over_throttle_s"] / res["compute_only_epoch_s"]))
     print(table(res))
     for name, value, verdict in checks(res):
         print("%s: %s -> %s" % (name, value, verdict))

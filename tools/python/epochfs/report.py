@@ -12,8 +12,8 @@ and prints a table (median [min..max] over repeats) and the issue 8 done-when ch
 ``tools/train-bench report --peers PEERS.json --png DIR`` draws, from ``epochbench peers --json``:
   peers-matrix.png    files/s and MB/s against reader threads T per filesystem, cold and warm,
                       and the daemon's CPU seconds per 1,000 files (median, whiskers min..max)
-``tools/train-bench report --cluster CLUSTER.json --png DIR`` draws, from ``tools/cluster-bench
-locality --json`` or ``tools/cluster-bench peer-prefetch --json``:
+``tools/train-bench report --cluster CLUSTER.json [--cluster MORE.json] --png DIR`` draws, from
+``tools/cluster-bench locality --json`` and/or ``tools/cluster-bench peer-prefetch --json``:
   cluster-bytes-by-source.png  bytes served per node by where they came from (the node's RAM,
                       disk and staging tiers, peers, the source), stacked, for each measured
                       epoch of the run (the daemons' own counters)
@@ -286,8 +286,8 @@ def plot_peers(res, outdir):
 
 # ----------------------------------------------------------------------------- cluster
 CLUSTER_SOURCES = [("ram", "RAM tier", "#2ca02c"), ("disk", "disk tier", "#17becf"),
-                   ("staging", "staging (peer prefetch)", "#bcbd22"),
-                   ("peer", "peers (fetched over UCX)", "#ff7f0e"), ("source", "source", "#d62728")]
+                   ("staging", "staging (prefetched from peers)", "#bcbd22"),
+                   ("peer", "peers (the read waited on a UCX fetch)", "#ff7f0e"), ("source", "source", "#d62728")]
 
 
 def cluster_phases(res):
@@ -297,7 +297,8 @@ def cluster_phases(res):
         phases.append(("DistributedSampler", res["plain"]["per_node"]))
         for row in res.get("locality", []):
             phases.append(("LocalityAwareSampler b=%d" % row["local_batch"], row["per_node"]))
-    for key, label in (("without_prefetch", "no peer prefetch"), ("with_prefetch", "peer prefetch")):
+    for key, label in (("without_prefetch", "DistributedSampler,\nno peer prefetch"),
+                       ("with_prefetch", "DistributedSampler,\npeer prefetch")):
         if key in res:
             phases.append((label, res[key]["per_node"]))
     if not phases:
@@ -312,17 +313,19 @@ def cluster_table(res):
     for label, nodes in cluster_phases(res):
         for i, n in enumerate(nodes):
             vals = [n.get(k, 0) / 2**20 for k, _, _ in CLUSTER_SOURCES]
-            lines.append("| %s | %d | %s | %.2f |" % (label, i, " | ".join("%.2f" % v for v in vals),
+            lines.append("| %s | %d | %s | %.2f |" % (label.replace("\n", " "), i, " | ".join("%.2f" % v for v in vals),
                                                       sum(vals)))
     return "\n".join(lines)
 
 
-def plot_cluster(res, outdir):
+def plot_cluster(docs, outdir):
+    """One picture of every measured epoch of every result in ``docs`` (a list)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     os.makedirs(outdir, exist_ok=True)
-    phases = cluster_phases(res)
+    phases = [("%s\n%d files, %.1f MB" % (label, res["files"], res["dataset_bytes"] / 1e6), nodes)
+              for res in docs for label, nodes in cluster_phases(res)]
     nodes = max(len(n) for _, n in phases)
     fig, ax = plt.subplots(figsize=(max(9, 1.9 * len(phases) * nodes / 4 + 3), 4.8))
     xs, labels, group_mid = [], [], []
@@ -340,16 +343,16 @@ def plot_cluster(res, outdir):
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set_xticks(xs, labels, fontsize=8)
     for x, label in group_mid:
-        ax.annotate(label, (x, 0), xytext=(0, -22), textcoords="offset points", ha="center",
+        ax.annotate(label, (x, 0), xytext=(0, -18), textcoords="offset points", ha="center",
                     va="top", fontsize=8, annotation_clip=False)
     ax.set_ylabel("MiB served to the node's readers")
-    ax.set_title("Bytes by source per node, one epoch each (%d nodes x %d ranks, %d files, %.1f MB)\n"
+    ax.set_title("Bytes by source per node, the epoch after a warm-up epoch (%d nodes x %d torch ranks, loopback UCX)\n"
                  "before each epoch: RAM tiers emptied, page cache dropped; from each daemon's own "
-                 "counters (epochctl stats)" % (res["nodes"], res["ranks_per_node"], res["files"],
-                                                res["dataset_bytes"] / 1e6), fontsize=9)
+                 "counters (epochctl stats / peers)" % (docs[0]["nodes"], docs[0]["ranks_per_node"]),
+                 fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.subplots_adjust(bottom=0.2)
+    fig.subplots_adjust(bottom=0.24)
     path = os.path.join(outdir, "cluster-bytes-by-source.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -364,9 +367,11 @@ def main_peers(results, outdir):
 
 
 def main_cluster(results, outdir):
-    res = load(results)
-    print(cluster_table(res))
-    for p in plot_cluster(res, outdir):
+    """``results``: one or more cluster-bench JSON paths, drawn side by side."""
+    docs = [load(r) for r in results]
+    for res in docs:
+        print(cluster_table(res))
+    for p in plot_cluster(docs, outdir):
         print("wrote", p)
 
 

@@ -317,7 +317,7 @@ void PeersBench::printTables(std::FILE* out) const {
                drop_note_.c_str());
   for (const auto& workload : kWorkloads) {
     bool files = workload == "files";
-    std::fprintf(out, "\n%s\n| filesystem | state |",
+    std::fprintf(out, "\n%s\n\n| filesystem | state |",
                  files ? "Shuffled whole-file reads of ~110 KB files: files/s, and daemon CPU s "
                          "per 1,000 files"
                        : "Sequential reads of shard files (1 MiB reads): MB/s, and daemon CPU s "

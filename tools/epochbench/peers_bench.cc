@@ -100,6 +100,7 @@ class PeerMount {
                                          std::string* error);
 
   const std::string& root() const { return root_; }
+  const std::vector<pid_t>& daemonPids() const { return daemon_pids_; }
   // utime + stime of the serving process(es); 0 for native.
   double daemonCpuSeconds() const {
     double total = 0;
@@ -200,6 +201,7 @@ class PeersBench {
   std::unique_ptr<ScratchDir> scratch_;
   std::map<std::string, Cell> cells_;
   std::map<std::string, std::string> skipped_;
+  std::map<std::string, int> daemon_processes_;  // processes whose CPU is counted, per fs
   std::string drop_note_;
   double load_before_ = 0, load_after_ = 0;
   std::string started_;
@@ -242,6 +244,13 @@ bool PeersBench::measure(const std::string& name, int threads, int repeat) {
     skipped_[name] = why;
     std::fprintf(stderr, "peers: %s skipped: %s\n", name.c_str(), why.c_str());
     return false;
+  }
+  if (!daemon_processes_.count(name)) {  // once per filesystem: whose CPU is counted
+    daemon_processes_[name] = static_cast<int>(m->daemonPids().size());
+    std::string pids;
+    for (pid_t p : m->daemonPids()) pids += " " + std::to_string(p);
+    std::fprintf(stderr, "peers: %s mounted at %s; daemon CPU from pid(s)%s\n", name.c_str(),
+                 m->root().c_str(), pids.empty() ? " (none)" : pids.c_str());
   }
   uint64_t seed = 1000u * static_cast<uint64_t>(repeat) + static_cast<uint64_t>(threads);
   for (const auto& state : kStates) {
@@ -369,6 +378,7 @@ json PeersBench::toJson() const {
                  {"read_buffer_bytes", kReadBufferBytes},
                  {"can_drop_caches", ::geteuid() == 0},
                  {"drop_note", drop_note_},
+                 {"daemon_processes", daemon_processes_},
                  {"cpus", ::sysconf(_SC_NPROCESSORS_ONLN)},
                  {"load_average_before", load_before_},
                  {"load_average_after", load_after_},

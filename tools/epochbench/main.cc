@@ -2,7 +2,8 @@
 // dataset; `run` measures epoch reads of it natively, through bindfs and
 // through epochfs (see bench_runner.h); `prefetch` measures cold epochs with
 // and without a registered order, and order-aware eviction (see
-// prefetch_bench.h).
+// prefetch_bench.h); `peers` puts epochfs beside native, bindfs and rclone
+// (see peers_bench.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -10,6 +11,7 @@
 #include "tools/epochbench/bench_runner.h"
 #include "tools/epochbench/dataset_generator.h"
 #include "tools/epochbench/mount_guard.h"
+#include "tools/epochbench/peers_bench.h"
 #include "tools/epochbench/prefetch_bench.h"
 
 namespace {
@@ -108,6 +110,37 @@ int main(int argc, char** argv) {
                        "Extra epochfs argument, repeatable (--epochfs-arg=--prefetch-window=1024)");
   prefetch->add_flag("--json", pf.json, "Print a JSON document on stdout (tables to stderr)");
 
+  epochfs::bench::PeersBenchOptions peers_options;
+  CLI::App* peers = app.add_subcommand(
+      "peers",
+      "native, bindfs, rclone (vfs full cache) and epochfs side by side: files/s and daemon "
+      "CPU for ~110 KB files, MB/s for shard files, T readers, cold and warm (needs root)");
+  peers->add_option("--dir", peers_options.dir, "Source: holds files/ and shards/ (made if missing)")
+      ->capture_default_str();
+  addDatasetOptions(peers, peers_options.spec);
+  peers->add_option("--shards", peers_options.shards, "Shard files")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  peers->add_option("--shard-mb", peers_options.shard_mb, "MiB per shard file")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65536));
+  peers->add_option("--threads", peers_options.threads, "Comma-separated reader thread counts")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  peers->add_option("--repeats", peers_options.repeats, "Repeats (filesystem order rotates)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  peers->add_option("--fs", peers_options.filesystems, "Comma-separated filesystems")
+      ->delimiter(',')
+      ->check(CLI::IsMember(epochfs::bench::kPeerFilesystems))
+      ->capture_default_str();
+  peers->add_option("--epochfs", peers_options.epochfs,
+                    "epochfs binary (default: epochfs next to this executable)");
+  peers->add_option("--ram-cache", peers_options.ram_cache,
+                    "epochfs --ram-cache (default: files + shards x 1.25 + 256M)");
+  peers->add_option("--json", peers_options.json_path, "Also write the results as JSON to FILE");
+
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -116,6 +149,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*prefetch) return epochfs::bench::runPrefetchBenchmark(pf);
+    if (*peers) return epochfs::bench::runPeersBenchmark(peers_options);
     return epochfs::bench::runBenchmark(run_options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "epochbench: %s\n", e.what());

@@ -8,6 +8,15 @@ Draws, from the JSON that ``train-bench matrix`` writes:
                       daemon's own counters (source / RAM / disk tier / page cache = the rest),
                       for the other cases the source device's blkio counter and the rest
 and prints a table (median [min..max] over repeats) and the issue 8 done-when checks.
+
+``tools/train-bench report --peers PEERS.json --png DIR`` draws, from ``epochbench peers --json``:
+  peers-matrix.png    files/s and MB/s against reader threads T per filesystem, cold and warm,
+                      and the daemon's CPU seconds per 1,000 files (median, whiskers min..max)
+``tools/train-bench report --cluster CLUSTER.json [--cluster MORE.json] --png DIR`` draws, from
+``tools/cluster-bench locality --json`` and/or ``tools/cluster-bench peer-prefetch --json``:
+  cluster-bytes-by-source.png  bytes served per node by where they came from (the node's RAM,
+                      disk and staging tiers, peers, the source), stacked, for each measured
+                      epoch of the run (the daemons' own counters)
 Needs matplotlib (python3-matplotlib) for the pictures only.
 """
 
@@ -190,6 +199,180 @@ def plot(res, outdir):
     fig.savefig(paths[-1], dpi=110)
     plt.close(fig)
     return paths
+
+
+# ----------------------------------------------------------------------------- peers
+PEER_FS = ["native", "bindfs", "rclone", "epochfs"]
+PEER_COLORS = {"native": "#7f7f7f", "bindfs": "#1f77b4", "rclone": "#ff7f0e", "epochfs": "#9467bd"}
+
+
+def peer_cells(res):
+    """{(fs, workload, state): {T: cell}} of an ``epochbench peers --json`` document."""
+    out = {}
+    for c in res["cells"]:
+        out.setdefault((c["fs"], c["workload"], c["state"]), {})[c["threads"]] = c
+    return out
+
+
+def peers_table(res):
+    cells = peer_cells(res)
+    ts = res["config"]["threads"]
+    lines = ["| filesystem | state | " + " | ".join("files/s T=%d" % t for t in ts) + " | " +
+             " | ".join("MB/s T=%d" % t for t in ts) + " | daemon CPU s / 1,000 files T=%s |" % ts[0],
+             "|---|---|" + "---|" * (2 * len(ts) + 1)]
+    for fs in [f for f in PEER_FS if f in res["config"]["filesystems"]]:
+        if fs in res.get("skipped", {}):
+            lines.append("| %s | skipped: %s |" % (fs, res["skipped"][fs]))
+            continue
+        for state in ("cold", "warm"):
+            f, m = cells.get((fs, "files", state), {}), cells.get((fs, "shards", state), {})
+            row = [fmt(f[t]["files_per_s"], digits=0) if t in f else "-" for t in ts]
+            row += [fmt(m[t]["mb_per_s"], digits=0) if t in m else "-" for t in ts]
+            cpu = f.get(ts[0], {}).get("daemon_cpu_s_per_1k_files")
+            row.append(fmt(cpu, digits=3) if cpu else "-")
+            lines.append("| %s | %s | %s |" % (fs, state, " | ".join(row)))
+    return "\n".join(lines)
+
+
+def plot_peers(res, outdir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+    os.makedirs(outdir, exist_ok=True)
+    cfg, cells = res["config"], peer_cells(res)
+    ts = cfg["threads"]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
+    panels = [("files", "files_per_s", "files/s (shuffled whole-file reads, ~110 KB)", True),
+              ("shards", "mb_per_s", "MB/s (%d MiB shard files, sequential)" % cfg["shard_mib"], True),
+              ("files", "daemon_cpu_s_per_1k_files", "daemon CPU s per 1,000 files", False)]
+    for ax, (workload, field, label, log_y) in zip(axes, panels):
+        for k, fs in enumerate([f for f in PEER_FS if f in cfg["filesystems"]]):
+            if field.startswith("daemon") and fs == "native":
+                continue
+            for state, style in (("cold", "-"), ("warm", "--")):
+                by_t = cells.get((fs, workload, state), {})
+                xs = [t for t in ts if t in by_t and by_t[t].get(field)]
+                if not xs:
+                    continue
+                sp = [spread(by_t[t][field]) for t in xs]
+                dx = 1 + 0.025 * (k - 1.5)  # spread the whiskers apart (x is log-scaled)
+                ax.errorbar([x * dx for x in xs], [m for _, m, _ in sp], yerr=[[m - a for a, m, _ in sp],
+                                                             [b - m for _, m, b in sp]],
+                            ls=style, marker="o", ms=4, capsize=3, color=PEER_COLORS.get(fs),
+                            label="%s %s" % (fs, state))
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ts, [str(t) for t in ts])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.set_xlabel("reader threads T")
+        ax.set_ylabel(label)
+        if log_y:
+            ax.set_yscale("log")
+        ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    axes[0].legend(fontsize=7, ncol=2)
+    fig.suptitle("epochbench peers: %d files (%.0f MB), %d x %d MiB shards, %d repeats (median, "
+                 "whiskers min..max); load average %.1f before, %.1f after\nsolid: cold (page cache "
+                 "dropped, fresh mount, empty caches); dashed: warm (2nd pass on the same mount, page "
+                 "cache dropped: the filesystem's own cache serves)"
+                 % (cfg["files"], cfg["file_bytes"] / 1e6, cfg["shards"], cfg["shard_mib"],
+                    cfg["repeats"], cfg["load_average_before"], cfg["load_average_after"]),
+                 fontsize=9)
+    fig.tight_layout()
+    path = os.path.join(outdir, "peers-matrix.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+# ----------------------------------------------------------------------------- cluster
+CLUSTER_SOURCES = [("ram", "RAM tier", "#2ca02c"), ("disk", "disk tier", "#17becf"),
+                   ("staging", "staging (prefetched from peers)", "#bcbd22"),
+                   ("peer", "peers (the read waited on a UCX fetch)", "#ff7f0e"), ("source", "source", "#d62728")]
+
+
+def cluster_phases(res):
+    """[(label, per-node counter deltas)] of a cluster-bench locality / peer-prefetch result."""
+    phases = []
+    if "plain" in res:
+        phases.append(("DistributedSampler", res["plain"]["per_node"]))
+        for row in res.get("locality", []):
+            phases.append(("LocalityAwareSampler b=%d" % row["local_batch"], row["per_node"]))
+    for key, label in (("without_prefetch", "DistributedSampler,\nno peer prefetch"),
+                       ("with_prefetch", "DistributedSampler,\npeer prefetch")):
+        if key in res:
+            phases.append((label, res[key]["per_node"]))
+    if not phases:
+        raise ValueError("no per-node counters: expected `tools/cluster-bench locality --json` or "
+                         "`tools/cluster-bench peer-prefetch --json` output")
+    return phases
+
+
+def cluster_table(res):
+    lines = ["| epoch | node | " + " | ".join(n for _, n, _ in CLUSTER_SOURCES) + " | total MiB |",
+             "|---|---|" + "---|" * (len(CLUSTER_SOURCES) + 1)]
+    for label, nodes in cluster_phases(res):
+        for i, n in enumerate(nodes):
+            vals = [n.get(k, 0) / 2**20 for k, _, _ in CLUSTER_SOURCES]
+            lines.append("| %s | %d | %s | %.2f |" % (label.replace("\n", " "), i, " | ".join("%.2f" % v for v in vals),
+                                                      sum(vals)))
+    return "\n".join(lines)
+
+
+def plot_cluster(docs, outdir):
+    """One picture of every measured epoch of every result in ``docs`` (a list)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    os.makedirs(outdir, exist_ok=True)
+    phases = [("%s\n%d files, %.1f MB" % (label, res["files"], res["dataset_bytes"] / 1e6), nodes)
+              for res in docs for label, nodes in cluster_phases(res)]
+    nodes = max(len(n) for _, n in phases)
+    fig, ax = plt.subplots(figsize=(max(9, 1.9 * len(phases) * nodes / 4 + 3), 4.8))
+    xs, labels, group_mid = [], [], []
+    for g, (label, per_node) in enumerate(phases):
+        base = g * (nodes + 1)
+        xs += [base + i for i in range(len(per_node))]
+        labels += ["n%d" % i for i in range(len(per_node))]
+        group_mid.append((base + (len(per_node) - 1) / 2, label))
+    bottom = [0.0] * len(xs)
+    for key, name, color in CLUSTER_SOURCES:
+        vals = [n.get(key, 0) / 2**20 for _, per_node in phases for n in per_node]
+        if not any(vals):
+            continue
+        ax.bar(xs, vals, 0.8, bottom=bottom, label=name, color=color)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_xticks(xs, labels, fontsize=8)
+    for x, label in group_mid:
+        ax.annotate(label, (x, 0), xytext=(0, -18), textcoords="offset points", ha="center",
+                    va="top", fontsize=8, annotation_clip=False)
+    ax.set_ylabel("MiB served to the node's readers")
+    ax.set_title("Bytes by source per node, the epoch after a warm-up epoch (%d nodes x %d torch ranks, loopback UCX)\n"
+                 "before each epoch: RAM tiers emptied, page cache dropped; from each daemon's own "
+                 "counters (epochctl stats / peers)" % (docs[0]["nodes"], docs[0]["ranks_per_node"]),
+                 fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.subplots_adjust(bottom=0.24)
+    path = os.path.join(outdir, "cluster-bytes-by-source.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+def main_peers(results, outdir):
+    res = load(results)
+    print(peers_table(res))
+    for p in plot_peers(res, outdir):
+        print("wrote", p)
+
+
+def main_cluster(results, outdir):
+    """``results``: one or more cluster-bench JSON paths, drawn side by side."""
+    docs = [load(r) for r in results]
+    for res in docs:
+        print(cluster_table(res))
+    for p in plot_cluster(docs, outdir):
+        print("wrote", p)
 
 
 def main(results, outdir):

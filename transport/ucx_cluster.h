@@ -185,9 +185,9 @@ class UcxCluster final : public Cluster {
   std::atomic<uint16_t> port_{0};
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> macCounter_{1};  // MAC nonces of everything this node signs
-  // Length of the last reply received: fetchFrom sizes the receive buffer to
-  // it before queueing, so the zero-fill and first-touch page faults of a
-  // 1 MiB buffer run on the fetching thread, not on the progress thread.
+  // Length of the last reply received: fetchFrom takes a receive buffer of
+  // that size from receivePool_ before queueing, so the progress thread
+  // receives straight into it (no resize, no zero-fill, no page faults there).
   std::atomic<uint32_t> replySizeHint_{0};
   const std::shared_ptr<ReceiveBufferPool> receivePool_;
 

@@ -49,6 +49,9 @@ struct ClusterConfig {
   unsigned serveThreads = 4;    // threads answering peers (they may read the source)
   unsigned maxInFlightPerPeer = 64;
   unsigned maxQueuedServes = 1024;
+  // Idle receive buffers kept for reuse (no zero-fill, no page faults for the
+  // next reply); buffers come back when the chunks received into them go.
+  uint64_t receivePoolBytes = 32ull << 20;
   // A peer whose replies fail their MAC or checksum `suspectAfter` times
   // within `failureWindow` is suspect (out of placement, not asked) for
   // `suspectFor`, doubling on each repeat up to `maxSuspectFor`; then it is

@@ -9,11 +9,11 @@
 //   the op queue (opMu_), wake it by the eventfd and wait on the Pending's
 //   condition variable until the reply, an error or the deadline. They verify
 //   the reply's MAC and checksum themselves, off the progress thread.
-// - Serve threads answer peers: ServeFn (may read the source), sign, and hand
-//   the reply to the progress thread. Their queue is bounded (serveMu_).
+// - ChunkServer's serve threads answer peers: ServeFn (may read the source),
+//   sign, and hand the reply to the progress thread. Their queue is bounded.
 // - Placement reads the live view under liveMu_ (shared).
-// Lock order: none nests except Pending::mu inside nothing; opMu_, serveMu_,
-// liveMu_, infoMu_ are leaf locks.
+// Lock order: none nests except Pending::mu inside nothing; opMu_, liveMu_,
+// infoMu_ are leaf locks.
 #pragma once
 
 #include <sys/socket.h>
@@ -29,9 +29,11 @@
 #include <thread>
 #include <unordered_map>
 
+#include "transport/chunk_server.h"
 #include "transport/cluster.h"
 #include "transport/peer_auth.h"
 #include "transport/placement.h"
+#include "transport/receive_buffer_pool.h"
 #include "transport/wire_format.h"
 
 namespace epochfs::transport {
@@ -78,10 +80,10 @@ class UcxCluster final : public Cluster {
     std::atomic<int> state{static_cast<int>(State::kDown)};
     std::atomic<uint64_t> capacity{0};
     std::atomic<uint64_t> fetches{0}, bytesFetched{0}, fetchErrors{0}, timeouts{0};
-    std::atomic<uint64_t> served{0}, bytesServed{0}, serveErrors{0};
+    ChunkServer::Stats serving;  // what this node served to the peer
     std::atomic<uint64_t> authFailures{0}, connects{0};
-    std::atomic<uint64_t> macFailures{0}, checksumFailures{0}, serveRefused{0}, fetchRefused{0};
-    std::atomic<uint64_t> suspectCount{0}, faultsInjected{0};
+    std::atomic<uint64_t> macFailures{0}, checksumFailures{0}, fetchRefused{0};
+    std::atomic<uint64_t> suspectCount{0};
     std::atomic<int64_t> suspectUntilMs{0};  // suspectUntil for peers(), steady-clock ms
     std::string lastError;  // guarded by infoMu_
     // Times of recent bad replies, and whether a suspicion is queued for the
@@ -116,14 +118,6 @@ class UcxCluster final : public Cluster {
     cache::FileIdentity id;
     Clock::time_point deadline;
     uint64_t reqId = 0;  // progress thread
-  };
-
-  struct ServeTask {
-    uint64_t connId = 0;
-    uint32_t remote = 0;
-    wire::Request req;
-    Clock::time_point arrived;
-    PayloadMac mac;
   };
 
   struct Op {
@@ -181,27 +175,21 @@ class UcxCluster final : public Cluster {
   void post(Op op);
   cache::Result<cache::ChunkRef> fetchFrom(uint32_t node, const cache::FileIdentity& id,
                                            const cache::ChunkKey& key, Clock::time_point deadline);
-  void serveMain();
   void setLastError(Peer& p, const std::string& why);
   // A reply from `p` failed its MAC or checksum: counts it toward suspicion.
   void noteBadReply(Peer& p, const std::string& why);
-  // TEST-ONLY (cfg_.fault): the chunk to send instead of `chunk`, corrupted,
-  // with the reply's checksum and tag set as the fault mode says.
-  cache::ChunkRef injectFault(const cache::ChunkRef& chunk, wire::Reply& reply,
-                              const PayloadMac& mac, Peer& asker);
 
   const ClusterConfig cfg_;
-  const ServeFn serve_;
   const wire::Integrity integrity_;
   std::vector<std::unique_ptr<Peer>> peers_;  // indexed by node id; [selfId] is this node
   std::atomic<uint16_t> port_{0};
   std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> macCounter_{1};  // GMAC IVs of everything this node signs
-  std::atomic<uint64_t> chunksServed_{0};  // for the fault hook's EVERY
-  // Length of the last reply received: fetchFrom sizes the receive buffer to
-  // it before queueing, so the zero-fill and first-touch page faults of a
-  // 1 MiB buffer run on the fetching thread, not on the progress thread.
+  std::atomic<uint64_t> macCounter_{1};  // MAC nonces of everything this node signs
+  // Length of the last reply received: fetchFrom takes a receive buffer of
+  // that size from receivePool_ before queueing, so the progress thread
+  // receives straight into it (no resize, no zero-fill, no page faults there).
   std::atomic<uint32_t> replySizeHint_{0};
+  const std::shared_ptr<ReceiveBufferPool> receivePool_;
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
@@ -219,11 +207,10 @@ class UcxCluster final : public Cluster {
 
   std::mutex opMu_;
   std::deque<Op> ops_;
+  std::atomic<bool> opsQueued_{false};  // ops_ is not empty (read without opMu_)
+  std::atomic<bool> sleeping_{false};   // the progress thread is in (or entering) epoll_wait
 
-  std::mutex serveMu_;
-  std::condition_variable serveCv_;
-  std::deque<ServeTask> serveQueue_;
-  std::vector<std::thread> servers_;
+  std::unique_ptr<ChunkServer> server_;  // after peers_: its stats live there
 
   mutable std::shared_mutex liveMu_;
   std::vector<Candidate> live_;

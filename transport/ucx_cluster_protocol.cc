@@ -1,8 +1,9 @@
 // UcxCluster: the active-message protocol (wire_format.h) — handshake,
-// requests and replies — plus the callers' fetch() and the serve threads.
+// requests and replies — plus the callers' fetch(). Serving: chunk_server.cc.
 #include <cstring>
 
 #include <spdlog/spdlog.h>
+#include <xxhash.h>
 
 #include "cache/checksum.h"
 #include "transport/ucx_cluster.h"
@@ -38,11 +39,6 @@ Status refusal(uint32_t code, const std::string& owner) {
     default:
       return Status::unavailable("owner " + owner + " answered code " + std::to_string(code));
   }
-}
-
-bool isRefusal(uint32_t code) {
-  return code == static_cast<uint32_t>(Status::Code::kNotFound) ||
-         code == static_cast<uint32_t>(Status::Code::kStale);
 }
 
 }  // namespace
@@ -268,19 +264,7 @@ void UcxCluster::onRequest(ucp_ep_h ep, const wire::Request& r) {
     }
   }
   in->lastCounter = r.counter;
-  ServeTask t{in->connId, in->remote, r, Clock::now(), in->mac};
-  bool queued = false;
-  {
-    std::lock_guard<std::mutex> lock(serveMu_);
-    if (serveQueue_.size() < cfg_.maxQueuedServes) {
-      serveQueue_.push_back(t);
-      queued = true;
-    }
-  }
-  if (queued) {
-    serveCv_.notify_one();
-    return;
-  }
+  if (server_->submit(ChunkServer::Task{in->connId, in->remote, r, Clock::now(), in->mac})) return;
   Op op;
   op.connId = in->connId;
   op.reply.reqId = r.reqId;
@@ -289,7 +273,7 @@ void UcxCluster::onRequest(ucp_ep_h ep, const wire::Request& r) {
   if (integrity_ == wire::Integrity::kMac) {
     op.reply.tag = in->mac.sign(wire::kToClient, op.reply.counter, &op.reply, sizeof op.reply, nullptr, 0);
   }
-  peers_[in->remote]->serveErrors.fetch_add(1);
+  peers_[in->remote]->serving.serveErrors.fetch_add(1);
   sendReply(op);
 }
 
@@ -368,11 +352,12 @@ Result<cache::ChunkRef> UcxCluster::fetchFrom(uint32_t node, const cache::FileId
   p->key = key;
   p->id = id;
   p->deadline = deadline;
-  // No bigger than the file: exact for files of one chunk after a bigger reply.
-  if (const uint64_t hint = std::min<uint64_t>(replySizeHint_.load(std::memory_order_relaxed),
-                                               id.size);
-      hint > 0) {
-    p->data.resize(hint);
+  // Sized here, not on the progress thread, to the previous reply's length
+  // (the owner's chunk size), no more than what is left of the file; a
+  // reused buffer needs neither zero-fill nor page faults.
+  if (const uint64_t hint = replySizeHint_.load(std::memory_order_relaxed); hint > 0) {
+    const uint64_t offset = uint64_t(key.chunkIndex) * hint;
+    if (offset < id.size) p->data = receivePool_->acquire(std::min(hint, id.size - offset));
   }
   Op op;
   op.fetch = p;
@@ -393,11 +378,22 @@ Result<cache::ChunkRef> UcxCluster::fetchFrom(uint32_t node, const cache::FileId
     return p->status;
   }
   const wire::Reply& r = p->reply;
+  // The XXH3 checksum: with a MAC, computed piece by piece as the MAC reads
+  // the bytes (one pass over them, not two).
+  uint64_t checksum = 0;
   if (integrity_ == wire::Integrity::kMac) {
     wire::Reply plain = r;
     plain.tag = Tag{};
-    if (!p->mac.verify(r.tag, wire::kToClient, r.counter, &plain, sizeof plain, p->data.data(),
-                       p->data.size())) {
+    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> xxh(XXH3_createState(),
+                                                                 &XXH3_freeState);
+    if (!xxh) return Status::unavailable("out of memory");
+    XXH3_64bits_reset(xxh.get());
+    const bool macOk = p->mac.verify(r.tag, wire::kToClient, r.counter, &plain, sizeof plain,
+                                     p->data.data(), p->data.size(),
+                                     [&xxh](const void* piece, size_t n) {
+                                       XXH3_64bits_update(xxh.get(), piece, n);
+                                     });
+    if (!macOk) {
       peer.fetchErrors.fetch_add(1, std::memory_order_relaxed);
       peer.macFailures.fetch_add(1, std::memory_order_relaxed);
       spdlog::error("cluster: reply from {} failed its MAC (forged or corrupted); fetching elsewhere",
@@ -405,15 +401,22 @@ Result<cache::ChunkRef> UcxCluster::fetchFrom(uint32_t node, const cache::FileId
       noteBadReply(peer, "reply failed its MAC");
       return Status::corruption("reply MAC mismatch from " + peer.member.address());
     }
+    checksum = XXH3_64bits_digest(xxh.get());
+  } else {
+    checksum = cache::checksum(p->data.data(), p->data.size());
   }
-  auto chunk = std::make_shared<cache::Chunk>();
+  auto chunk = std::make_unique<cache::Chunk>();
   chunk->key = key;
   chunk->identity = id;
   chunk->checksum = r.checksum;
+  if (p->data.capacity() > p->data.size() + (64u << 10)) {
+    // Shorter than the hint (another chunk size): the exact size, the big buffer back to the pool.
+    std::vector<char> exact = receivePool_->acquire(p->data.size());
+    std::memcpy(exact.data(), p->data.data(), exact.size());
+    receivePool_->release(std::exchange(p->data, std::move(exact)));
+  }
   chunk->data = std::move(p->data);
-  // Sized to a larger hint (the previous reply): give the spare capacity back.
-  if (chunk->data.capacity() > chunk->data.size() + (64u << 10)) chunk->data.shrink_to_fit();
-  if (!chunk->verify()) {
+  if (checksum != r.checksum) {
     peer.fetchErrors.fetch_add(1, std::memory_order_relaxed);
     peer.checksumFailures.fetch_add(1, std::memory_order_relaxed);
     spdlog::error("cluster: reply from {} failed its checksum; fetching elsewhere",
@@ -423,103 +426,8 @@ Result<cache::ChunkRef> UcxCluster::fetchFrom(uint32_t node, const cache::FileId
   }
   peer.fetches.fetch_add(1, std::memory_order_relaxed);
   peer.bytesFetched.fetch_add(chunk->size(), std::memory_order_relaxed);
-  return cache::ChunkRef(std::move(chunk));
-}
-
-// ---- the serving side -------------------------------------------------------------
-
-void UcxCluster::serveMain() {
-  for (;;) {
-    ServeTask t;
-    {
-      std::unique_lock<std::mutex> lock(serveMu_);
-      serveCv_.wait(lock, [&] { return stop_.load() || !serveQueue_.empty(); });
-      if (stop_) return;
-      t = serveQueue_.front();
-      serveQueue_.pop_front();
-    }
-    Peer& asker = *peers_[t.remote];
-    Op op;
-    op.connId = t.connId;
-    op.reply.reqId = t.req.reqId;
-    if (Clock::now() - t.arrived > std::chrono::milliseconds(t.req.deadlineMs)) {
-      op.reply.code = static_cast<uint32_t>(Status::Code::kTimedOut);
-    } else {
-      cache::FileIdentity id{t.req.fileId, t.req.size, t.req.mtimeNs, t.req.ctimeNs, t.req.inode};
-      auto r = serve_(id, t.req.chunkIndex);
-      if (r.isOk()) {
-        op.chunk = std::move(r).value();
-        op.reply.checksum = op.chunk->checksum;
-        op.reply.length = op.chunk->size();
-      } else {
-        op.reply.code = static_cast<uint32_t>(r.status().code());
-      }
-    }
-    op.reply.counter = macCounter_.fetch_add(1);
-    if (op.reply.code != 0) {
-      asker.serveErrors.fetch_add(1, std::memory_order_relaxed);
-      if (isRefusal(op.reply.code)) {
-        // A peer naming a file outside this snapshot or another version of it.
-        const uint64_t n = asker.serveRefused.fetch_add(1, std::memory_order_relaxed) + 1;
-        if ((n & (n - 1)) == 0) {  // 1st, 2nd, 4th, ...: no log flood
-          spdlog::warn("cluster: refused node {}'s request for file {:016x} ({}; {} refused so far)",
-                       t.remote, t.req.fileId,
-                       op.reply.code == static_cast<uint32_t>(Status::Code::kStale)
-                           ? "another version" : "not in this dataset", n);
-        }
-      }
-    } else {
-      asker.served.fetch_add(1, std::memory_order_relaxed);
-      asker.bytesServed.fetch_add(op.reply.length, std::memory_order_relaxed);
-    }
-    op.reply.tag = Tag{};
-    if (op.chunk && op.chunk->size() > 0 && cfg_.fault.active() &&
-        (chunksServed_.fetch_add(1, std::memory_order_relaxed) + 1) % cfg_.fault.every == 0) {
-      op.chunk = injectFault(op.chunk, op.reply, t.mac, asker);
-    } else if (integrity_ == wire::Integrity::kMac && t.mac.valid()) {
-      // Signed here, off the progress thread, with the session key the
-      // progress thread copied into the task.
-      op.reply.tag = t.mac.sign(wire::kToClient, op.reply.counter, &op.reply, sizeof op.reply,
-                                op.chunk ? op.chunk->data.data() : nullptr,
-                                op.chunk ? op.chunk->size() : 0);
-    }
-    post(std::move(op));
-  }
-}
-
-}  // namespace epochfs::transport
-
-namespace epochfs::transport {
-
-// TEST-ONLY: see peer_fault.h. The cached chunk is never modified: the
-// corrupted bytes are a copy.
-cache::ChunkRef UcxCluster::injectFault(const cache::ChunkRef& chunk, wire::Reply& reply,
-                                        const PayloadMac& mac, Peer& asker) {
-  const bool signing = integrity_ == wire::Integrity::kMac && mac.valid();
-  auto sign = [&](const cache::Chunk& c) {
-    wire::Reply plain = reply;
-    plain.tag = Tag{};
-    return mac.sign(wire::kToClient, plain.counter, &plain, sizeof plain, c.data.data(), c.size());
-  };
-  auto bad = std::make_shared<cache::Chunk>(*chunk);
-  const uint64_t n = reply.counter;
-  bad->data[(n * 7919) % bad->size()] ^= static_cast<char>(1u << (n % 8));
-  switch (cfg_.fault.mode) {
-    case PeerFault::Mode::kMemory:  // corrupted before signing: valid MAC, stale checksum
-      if (signing) reply.tag = sign(*bad);
-      break;
-    case PeerFault::Mode::kForge:  // checksum fixed, MAC of the genuine bytes
-      bad->checksum = cache::checksum(bad->data.data(), bad->size());
-      if (signing) reply.tag = sign(*chunk);
-      reply.checksum = bad->checksum;
-      break;
-    case PeerFault::Mode::kWire:  // corrupted after signing
-    case PeerFault::Mode::kNone:
-      if (signing) reply.tag = sign(*chunk);
-      break;
-  }
-  asker.faultsInjected.fetch_add(1, std::memory_order_relaxed);
-  return bad;
+  // Its buffer returns to the pool when the last reference goes.
+  return receivePool_->adopt(std::move(chunk));
 }
 
 }  // namespace epochfs::transport

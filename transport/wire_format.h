@@ -7,9 +7,9 @@
 //   HELLO {node, nonce_c, capacity}   -->
 //                                     <--  CHALLENGE {node, nonce_s, proof_s}
 //   PROOF {proof_c}                   -->  (verifies proof_c, derives session)
-//                                     <--  WELCOME {GMAC under session}
-//   REQUEST {req, file, chunk, identity, deadline, GMAC} -->
-//                                     <--  REPLY {req, status, xxh3, length, GMAC(hdr+data)} + data
+//                                     <--  WELCOME {MAC under session}
+//   REQUEST {req, file, chunk, identity, deadline, MAC} -->
+//                                     <--  REPLY {req, status, xxh3, length, MAC(hdr+data)} + data
 //   PING / PONG                            (probing a suspect peer)
 //
 // proof_s = HMAC-SHA256(secret, "S" | nonce_c | nonce_s | nodes), proof_c with
@@ -40,8 +40,10 @@ inline constexpr uint16_t kFirstAm = kHello;
 inline constexpr uint16_t kLastAm = kPong;
 
 inline constexpr uint32_t kMagic = 0x53465045;  // "EPFS"
-inline constexpr uint16_t kVersion = 1;
-// GMAC IV directions: never the same (key, iv) twice.
+// 2: payload tags are ChaCha20-Poly1305 (1: AES-GMAC); a node of the other
+// version is refused at HELLO, not mistaken for a forger.
+inline constexpr uint16_t kVersion = 2;
+// MAC nonce directions: never the same (key, iv) twice.
 inline constexpr uint32_t kToServer = 1;
 inline constexpr uint32_t kToClient = 2;
 inline constexpr uint32_t kWelcomeDir = 3;
@@ -77,7 +79,7 @@ struct Request {
   uint64_t inode = 0;
   uint32_t chunkIndex = 0;
   uint32_t deadlineMs = 0;  // remaining when sent
-  uint64_t counter = 0;     // GMAC IV; strictly increasing per connection
+  uint64_t counter = 0;     // MAC nonce; strictly increasing per connection
   Tag tag{};                // over this struct with tag zeroed
 };
 

@@ -1,0 +1,63 @@
+#include "transport/receive_buffer_pool.h"
+
+#include <algorithm>
+
+namespace epochfs::transport {
+
+std::shared_ptr<ReceiveBufferPool> ReceiveBufferPool::create(size_t maxIdleBytes) {
+  return std::shared_ptr<ReceiveBufferPool>(new ReceiveBufferPool(maxIdleBytes));
+}
+
+std::vector<char> ReceiveBufferPool::acquire(size_t len) {
+  if (len >= kMinPooledBytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Newest first. Exact size: no resize at all. A larger one only within
+    // 1/16 of `len`, so a short last chunk does not pin a full-size buffer.
+    auto fits = [&](const std::vector<char>& b) {
+      return b.size() == len || (b.capacity() >= len && b.capacity() - len <= len / 16);
+    };
+    for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
+      if (!fits(*it)) continue;
+      std::vector<char> b = std::move(*it);
+      idle_.erase(std::next(it).base());
+      idleBytes_ -= b.capacity();
+      // Shrinking only drops the tail; growing within the capacity zero-fills
+      // just the difference.
+      b.resize(len);
+      reused_.fetch_add(1, std::memory_order_relaxed);
+      return b;
+    }
+  }
+  allocated_.fetch_add(1, std::memory_order_relaxed);
+  return std::vector<char>(len);
+}
+
+void ReceiveBufferPool::release(std::vector<char> buffer) {
+  const size_t bytes = buffer.capacity();
+  if (bytes < kMinPooledBytes) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (idleBytes_ + bytes > maxIdleBytes_) return;  // freed on return, outside the bound
+  idleBytes_ += bytes;
+  idle_.push_back(std::move(buffer));
+}
+
+cache::ChunkRef ReceiveBufferPool::adopt(std::unique_ptr<cache::Chunk> chunk) {
+  std::weak_ptr<ReceiveBufferPool> pool = weak_from_this();
+  return cache::ChunkRef(chunk.release(), [pool](const cache::Chunk* c) {
+    auto* owned = const_cast<cache::Chunk*>(c);  // allocated non-const by the caller
+    if (auto p = pool.lock()) p->release(std::move(owned->data));
+    delete owned;
+  });
+}
+
+size_t ReceiveBufferPool::idleBytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return idleBytes_;
+}
+
+size_t ReceiveBufferPool::idleBuffers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return idle_.size();
+}
+
+}  // namespace epochfs::transport

@@ -321,7 +321,10 @@ json AdminCommands::stats() const {
             {"lead_waits", m_.prefetcher.leadWaits()},
             {"read_ahead_skipped", m_.prefetcher.readAheadSkipped()},
             {"read_ahead_chunks", m_.prefetcher.readAheadChunks()},
-            {"push_page_cache", m_.options.pushPageCache},
+            {"push_page_cache",
+             m_.options.pushPageCache == MountOptions::PushMode::kOpens       ? "on"
+             : m_.options.pushPageCache == MountOptions::PushMode::kSentinels ? "sentinels"
+                                                                              : "off"},
             {"pushed_files", m_.prefetcher.pushedFiles()},
             {"pushed_bytes", m_.prefetcher.pushedBytes()},
             {"push_failures", m_.prefetcher.pushFailures()},

@@ -217,7 +217,7 @@ void FuseServer::onInit(fuse_conn_info* conn) {
   initDone_ = true;
   if (config_.revalidateSeconds == 0) {
     // Pushed pages make reads invisible: then opens must reach the daemon.
-    noOpenSupport_ = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0 && !config_.pushPageCache;
+    noOpenSupport_ = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0 && !config_.opensTrackPosition;
     noOpendirSupport_ = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
     if (noOpendirSupport_) conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
   } else if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) {
@@ -322,7 +322,7 @@ void FuseServer::onOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     return (void)fuse_reply_err(req, EROFS);
   }
   if (config_.revalidateSeconds == 0) {
-    // --push-page-cache on an immutable snapshot: the open tells the
+    // --push-page-cache=on, immutable snapshot: the open tells the
     // prefetcher where the reader is; the kernel keeps (pushed) pages.
     if (prefetcher_ != nullptr) prefetcher_->onOpen(ns_.fileId(ino));
     fi->keep_cache = 1;

@@ -48,10 +48,10 @@ class FuseServer {
     // the first worker) so libfuse negotiates the same connection.
     int adoptFd = -1;
     std::string initMessage;
-    // --push-page-cache: the prefetcher pushes prefetched files into the
+    // --push-page-cache=on: the prefetcher pushes prefetched files into the
     // kernel's page cache, so opens must reach the daemon (they track the
     // readers' position) and must keep the cached pages (FOPEN_KEEP_CACHE).
-    bool pushPageCache = false;
+    bool opensTrackPosition = false;
   };
 
   // `prefetcher` (may be null) is told of every read, to track the readers'

@@ -22,6 +22,7 @@ struct Prefetcher::Stream {
       : plan(std::move(p)), state(new std::atomic<uint8_t>[plan->size()]) {
     for (size_t i = 0; i < plan->size(); ++i) state[i].store(0, std::memory_order_relaxed);
     issued = plan->start();
+    sweptTo.store(plan->start());
     const int64_t now = nowNs();
     lastProgressNs.store(now);
     rateSinceNs = now;
@@ -43,6 +44,7 @@ struct Prefetcher::Stream {
   std::atomic<uint64_t> ahead{0};  // entries prefetched and not yet consumed
   std::atomic<double> filesPerSecond{0};
   std::atomic<bool> expired{false};
+  std::atomic<uint64_t> sweptTo{0};  // sentinel mode: pushed entries before it are consumed
   // Scheduler thread only.
   uint64_t issued = 0;  // next position to prefetch
   int64_t rateSinceNs = 0;
@@ -159,6 +161,24 @@ void Prefetcher::consume(Stream& s, uint32_t pos) {
   schedCv_.notify_one();
 }
 
+void Prefetcher::sweepPushed(Stream& s, uint32_t pos) {
+  const uint64_t every = options_.pushSentinelEvery;
+  if (every == 0 || pusher_.load() == nullptr) return;
+  const uint64_t slack = 2 * every;
+  const uint64_t target = pos + 1 > slack ? pos + 1 - slack : 0;
+  uint64_t from = s.sweptTo.load();
+  do {
+    if (from >= target) return;
+  } while (!s.sweptTo.compare_exchange_weak(from, target));
+  // [from, target) is ours alone: entries pushed there are read from the
+  // page cache by now (or were skipped by the loader).
+  for (uint64_t p = from; p < target; ++p) {
+    if (s.state[p].load(std::memory_order_relaxed) & Stream::kPushed) {
+      consume(s, static_cast<uint32_t>(p));
+    }
+  }
+}
+
 void Prefetcher::countDeviation(bool planned) {
   if (planned) {
     offPlanStreak_.store(0, std::memory_order_relaxed);
@@ -226,7 +246,10 @@ void Prefetcher::onRead(uint64_t fileId, uint64_t offset, uint64_t size,
       s->hits.fetch_add(1, std::memory_order_relaxed);
     }
     s->lastProgressNs.store(nowNs(), std::memory_order_relaxed);
-    if (offset + size >= e.offset + e.length) consume(*s, pos);
+    if (offset + size >= e.offset + e.length) {
+      consume(*s, pos);
+      sweepPushed(*s, pos);
+    }
   }
   // With opens tracked they count deviation: pushed files send no reads.
   if (!byOpens) countDeviation(planned);
@@ -236,6 +259,8 @@ void Prefetcher::maybePush(Stream& s, uint32_t pos, const std::vector<cache::Chu
   PagePusher* pusher = pusher_.load();
   const PlanEntry& e = s.plan->at(pos);
   if (pusher == nullptr || !wholeFile(e) || e.length == 0 || s.isConsumed(pos)) return;
+  const uint32_t every = options_.pushSentinelEvery;
+  if (every > 0 && pos % every == every - 1) return;  // a sentinel: its read must come
   const uint32_t cs = cache_.chunkSize();
   if (chunks.size() != (e.identity.size + cs - 1) / cs) return;  // a chunk failed
   switch (pusher->push(e.identity, chunks)) {

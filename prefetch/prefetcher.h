@@ -20,7 +20,9 @@
 //   pushed into the kernel's page cache, so its reads never reach the daemon.
 //   Position then comes from opens (positionFromOpens): an open of a pushed
 //   entry consumes it; an entry opened before its push is consumed by its
-//   reads as before, or by the push if that lands first.
+//   reads as before, or by the push if that lands first. Or, with
+//   pushSentinelEvery, every Nth entry stays un-pushed and its read sweeps
+//   the pushed entries before it.
 // Thread-safety: all public methods may be called from any thread.
 #pragma once
 
@@ -58,6 +60,11 @@ struct PrefetchOptions {
   // position, and drive the read observer and deviation counting. Needed
   // when entries are pushed into the page cache (their reads are invisible).
   bool positionFromOpens = false;
+  // Sentinels (instead of opens): every Nth entry of a stream is not pushed,
+  // so its read reaches the daemon; a read consuming entry p also consumes
+  // the pushed entries before p - 2N (slack for out-of-order loader
+  // workers). 0: off. Lets opens stay zero-message.
+  uint32_t pushSentinelEvery = 0;
 };
 
 struct StreamStats {
@@ -159,6 +166,9 @@ class Prefetcher : public cache::EvictionAdvisor {
   void expire(const char* why);
   // Marks entry `pos` consumed (idempotent): progress, lead, demotion.
   void consume(Stream& s, uint32_t pos);
+  // Sentinel mode: a read consumed entry `pos`; consume the pushed entries
+  // far enough before it.
+  void sweepPushed(Stream& s, uint32_t pos);
   // Counts a planned (true) or unplanned access for deviation expiry.
   void countDeviation(bool planned);
   // The not yet consumed entry of `fileId` nearest its stream's position,

@@ -80,9 +80,11 @@ class RecordingPusher : public PagePusher {
 };
 
 struct Rig {
-  explicit Rig(PrefetchOptions po) : ram(16ull << 20), cache(cacheOptions(), source, ram, nullptr) {
+  // `byOpens`: position from opens; false: set po.pushSentinelEvery.
+  explicit Rig(PrefetchOptions po, bool byOpens = true)
+      : ram(16ull << 20), cache(cacheOptions(), source, ram, nullptr) {
     spdlog::set_level(spdlog::level::warn);
-    po.positionFromOpens = true;
+    po.positionFromOpens = byOpens;
     prefetcher = std::make_unique<Prefetcher>(po, cache);
     ram.setAdvisor(prefetcher.get());
     prefetcher->setPagePusher(&pusher);
@@ -285,6 +287,33 @@ TEST(OpenPositionTest, RangeEntriesStayReadTrackedAndTheObserverSeesOpens) {
   for (const auto& e : ranges) rig.read(e);
   EXPECT_EQ(rig.stream().position, 4u);
   EXPECT_EQ(observed.load(), 1);
+}
+
+// Pass (sentinel mode): every 4th entry is not pushed; reading only the
+// sentinels (no opens, no reads of pushed files) consumes the pushed entries
+// more than 2 x 4 before each sentinel read, so the position follows the
+// readers; a read of a pushed file consumes only its own entry.
+TEST(SentinelPositionTest, SentinelReadsSweepThePushedEntriesBeforeThem) {
+  PrefetchOptions po = options();
+  po.pushSentinelEvery = 4;
+  Rig rig(po, false);
+  auto entries = rig.addFiles(40, 1000);
+  rig.prefetcher->setPlan(planOf(entries));
+  ASSERT_TRUE(waitFor([&] { return rig.stream().prefetchedFiles == 40; }));
+  ASSERT_TRUE(waitFor([&] { return rig.prefetcher->pushedFiles() == 30; }));
+  for (int i = 3; i < 40; i += 4) EXPECT_FALSE(rig.pusher.pushed(entries[i].identity.fileId)) << i;
+  rig.prefetcher->onOpen(entries[0].identity.fileId);  // opens are not tracked here
+  EXPECT_EQ(rig.stream().position, 0u);
+  rig.read(entries[3]);  // sentinel at 3: slack 8, nothing before it yet
+  EXPECT_EQ(rig.stream().position, 1u);
+  rig.read(entries[11]);  // sweeps [0, 4): pushed 0, 1, 2 (3 consumed already)
+  EXPECT_EQ(rig.stream().position, 5u);
+  rig.read(entries[9]);  // a pushed file read anyway (pages dropped): only itself
+  EXPECT_EQ(rig.stream().position, 6u);
+  rig.read(entries[39]);  // sweeps [4, 32): the pushed ones, 9 already consumed
+  const uint64_t sentinelsRead = 3, pushedSwept = 3 + 20;  // 4..31 minus 7, 11, 15.., minus 9
+  EXPECT_EQ(rig.stream().position, sentinelsRead + 1 + pushedSwept);
+  EXPECT_TRUE(rig.prefetcher->active());
 }
 
 }  // namespace

@@ -321,6 +321,13 @@ json AdminCommands::stats() const {
             {"lead_waits", m_.prefetcher.leadWaits()},
             {"read_ahead_skipped", m_.prefetcher.readAheadSkipped()},
             {"read_ahead_chunks", m_.prefetcher.readAheadChunks()},
+            {"push_page_cache",
+             m_.options.pushPageCache == MountOptions::PushMode::kOpens       ? "on"
+             : m_.options.pushPageCache == MountOptions::PushMode::kSentinels ? "sentinels"
+                                                                              : "off"},
+            {"pushed_files", m_.prefetcher.pushedFiles()},
+            {"pushed_bytes", m_.prefetcher.pushedBytes()},
+            {"push_failures", m_.prefetcher.pushFailures()},
             {"streams", streams},
             // Zero-change mode: the epoch detected from the reads (-1: not yet).
             {"torch_epoch", m_.follower.load() ? json(m_.follower.load()->epoch()) : json(nullptr)}}},

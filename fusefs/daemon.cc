@@ -73,6 +73,7 @@ Daemon::~Daemon() {
   if (metricsHttp_) metricsHttp_->stop();
   admin_.stop();
   if (orderSetup_.joinable()) orderSetup_.join();
+  if (pusher_) pusher_->close();  // no notification on a session about to go
   fuse_.reset();  // unmounts if still mounted
   // Before the prefetcher goes: its serve threads use cache_ and filesById_,
   // and their RamTier::insert() may be reading the prefetcher as the advisor
@@ -311,6 +312,10 @@ Status Daemon::start() {
   // Prefetched, unread data lives in the RAM tier: keep it to 1/16 of it so the
   // lead never displaces much of what order-aware eviction keeps for later.
   po.maxLeadBytes = std::max<uint64_t>(options_.ramCacheBytes / 16, options_.chunkSize);
+  // Pushed files are read without the daemon: opens, or the reads of
+  // un-pushed sentinel entries, carry the position.
+  po.positionFromOpens = options_.pushPageCache == MountOptions::PushMode::kOpens;
+  po.pushSentinelEvery = options_.pushPageCache == MountOptions::PushMode::kSentinels ? 8 : 0;
   prefetcher_ = std::make_unique<prefetch::Prefetcher>(po, *cache_);
   ram_->setAdvisor(prefetcher_.get());
   prefetcher_->setReadObserver([this](uint64_t fileId) {
@@ -396,8 +401,15 @@ Status Daemon::start() {
     fc.adoptFd = supervision_->adoptFd;
     fc.initMessage = supervision_->initMessage;
   }
+  fc.opensTrackPosition = options_.pushPageCache == MountOptions::PushMode::kOpens;
   fuse_ = std::make_unique<FuseServer>(fc, *namespace_, *cache_, *source_, prefetcher_.get());
-  return fuse_->mount(options_.mountpoint);
+  s = fuse_->mount(options_.mountpoint);
+  if (!s.isOk()) return s;
+  if (options_.pushPageCache != MountOptions::PushMode::kOff) {
+    pusher_ = std::make_unique<KernelPagePusher>(*fuse_, *namespace_);
+    prefetcher_->setPagePusher(pusher_.get());
+  }
+  return s;
 }
 
 // Raises the kernel's read-ahead for this mount (its backing_dev_info, named

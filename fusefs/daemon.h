@@ -23,6 +23,7 @@
 #include "fusefs/admin_server.h"
 #include "fusefs/dataset_namespace.h"
 #include "fusefs/fuse_server.h"
+#include "fusefs/kernel_page_pusher.h"
 #include "fusefs/metrics_http_server.h"
 #include "fusefs/mount_options.h"
 #include "transport/cluster.h"
@@ -79,6 +80,8 @@ class Daemon {
   // cache_ so it stops (its serve threads use cache_) before cache_ goes.
   std::unique_ptr<transport::Cluster> cluster_;
   std::unordered_map<uint64_t, DatasetNamespace::Ino> filesById_;  // what peers may ask for
+  // --push-page-cache: outlives prefetcher_ (closed before fuse_ goes).
+  std::unique_ptr<KernelPagePusher> pusher_;
   std::unique_ptr<prefetch::Prefetcher> prefetcher_;
   std::unique_ptr<FuseServer> fuse_;
   // Zero-change mode: built in the background after the mount.

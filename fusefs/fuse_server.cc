@@ -216,8 +216,10 @@ void FuseServer::unmount() {
 void FuseServer::onInit(fuse_conn_info* conn) {
   initDone_ = true;
   if (config_.revalidateSeconds == 0) {
-    noOpenSupport_ = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
-    if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
+    // Pushed pages make reads invisible: then opens must reach the daemon.
+    noOpenSupport_ = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0 && !config_.opensTrackPosition;
+    noOpendirSupport_ = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
+    if (noOpendirSupport_) conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
   } else if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) {
     conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
   }
@@ -319,6 +321,13 @@ void FuseServer::onOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
     return (void)fuse_reply_err(req, EROFS);
   }
+  if (config_.revalidateSeconds == 0) {
+    // --push-page-cache=on, immutable snapshot: the open tells the
+    // prefetcher where the reader is; the kernel keeps (pushed) pages.
+    if (prefetcher_ != nullptr) prefetcher_->onOpen(ns_.fileId(ino));
+    fi->keep_cache = 1;
+    return (void)fuse_reply_open(req, fi);
+  }
   // The change may have been seen by an earlier lookup/getattr: the kernel
   // drops the old pages itself only when mtime or size moved, and the queued
   // notification may not have run yet, so the first open after any change
@@ -327,6 +336,7 @@ void FuseServer::onOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const bool dropPages =
       changed || (stalePages_ && stalePages_[ino].exchange(false, std::memory_order_acq_rel));
   if (ns_.attr(ino).gone) return (void)fuse_reply_err(req, ENOENT);
+  if (prefetcher_ != nullptr && S_ISREG(ns_.attr(ino).mode)) prefetcher_->onOpen(ns_.fileId(ino));
   // Pin this open to the version it saw: its reads never mix versions.
   {
     std::lock_guard<std::mutex> lock(opensMu_);
@@ -351,7 +361,7 @@ void FuseServer::onRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 }
 
 void FuseServer::onOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  if (noOpenSupport_) return (void)fuse_reply_err(req, ENOSYS);
+  if (noOpendirSupport_) return (void)fuse_reply_err(req, ENOSYS);
   if (!ns_.valid(ino) || !S_ISDIR(ns_.attr(ino).mode)) return (void)fuse_reply_err(req, ENOTDIR);
   fi->cache_readdir = 1;
   fi->keep_cache = 1;

@@ -5,7 +5,8 @@
 // OPEN/OPENDIR, so the kernel keeps pages and sends no OPEN/RELEASE),
 // readdirplus, 1 MiB reads served from shared chunk buffers without copying.
 // In --revalidate mode, lookups/getattrs older than the age re-stat the source,
-// opens are real and pin one file version per open.
+// opens are real and pin one file version per open. With --push-page-cache,
+// opens are real too (they carry the readers' position) and keep the pages.
 // Thread-safety: callbacks run on the session's worker threads concurrently.
 #pragma once
 
@@ -47,6 +48,10 @@ class FuseServer {
     // the first worker) so libfuse negotiates the same connection.
     int adoptFd = -1;
     std::string initMessage;
+    // --push-page-cache=on: the prefetcher pushes prefetched files into the
+    // kernel's page cache, so opens must reach the daemon (they track the
+    // readers' position) and must keep the cached pages (FOPEN_KEEP_CACHE).
+    bool opensTrackPosition = false;
   };
 
   // `prefetcher` (may be null) is told of every read, to track the readers'
@@ -66,6 +71,14 @@ class FuseServer {
   int fuseFd() const { return session_ != nullptr ? fuse_session_fd(session_) : -1; }
   const std::string& initMessage() const { return initMessage_; }
   bool restartRequested() const;
+  // The session, for kernel notifications from other threads (valid from
+  // mount() until this server is destroyed).
+  fuse_session* session() const { return session_; }
+  // --revalidate mode: true (once) when `ino` changed and the kernel may still
+  // hold its old pages; the caller must drop them before pushing new ones.
+  bool takeStalePages(fuse_ino_t ino) {
+    return stalePages_ && stalePages_[ino].exchange(false, std::memory_order_acq_rel);
+  }
 
   // Callbacks (public for the ops table only).
   void onInit(fuse_conn_info* conn);
@@ -102,6 +115,7 @@ class FuseServer {
   fuse_session* session_ = nullptr;
   bool mounted_ = false;
   bool noOpenSupport_ = false;
+  bool noOpendirSupport_ = false;
   bool initDone_ = false;  // onInit ran
   std::string initMessage_;
   // --revalidate mode: the version each open pinned, by file handle. A table,

@@ -160,6 +160,12 @@ std::string MetricsExporter::render(const json& status, const json& stats,
         num(pf, "memory_bytes"));
   w.one("epochfs_prefetch_budget_waits_total", "counter",
         "Times prefetching paused because the in-flight budget was full.", num(pf, "budget_waits"));
+  w.one("epochfs_prefetch_pushed_files_total", "counter",
+        "Prefetched files pushed into the kernel's page cache.", num(pf, "pushed_files"));
+  w.one("epochfs_prefetch_pushed_bytes_total", "counter",
+        "Bytes pushed into the kernel's page cache.", num(pf, "pushed_bytes"));
+  w.one("epochfs_prefetch_push_failures_total", "counter",
+        "Pushes into the page cache the kernel refused.", num(pf, "push_failures"));
   const json& mem = stats["memory"];
   w.one("epochfs_memory_limit_bytes", "gauge",
         "The memory limit the defaults derive from (cgroup limit or MemTotal).",

@@ -232,6 +232,10 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
                  "Prefetch bytes in flight (default 1/16 of the memory limit, 4M..256M)");
   app.add_option("--prefetch-threads", o.prefetchThreads, "Concurrent prefetch reads (default 32)")
       ->check(CLI::Range(1, 1024));
+  std::string pushPageCache = "off";
+  app.add_option("--push-page-cache", pushPageCache,
+                 "Push prefetched files into the kernel's page cache: off|on|sentinels (default off)")
+      ->check(CLI::IsMember({"on", "off", "sentinels"}));
   app.add_option("--max-plan-entries", o.maxPlanEntries, "Cap on a registered order (default 20M)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
   app.add_option("--inject-source-latency", o.injectSourceLatencyMs,
@@ -281,6 +285,9 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
   }
 
   o.peerMac = peerIntegrity == "mac";
+  o.pushPageCache = pushPageCache == "on"          ? MountOptions::PushMode::kOpens
+                    : pushPageCache == "sentinels" ? MountOptions::PushMode::kSentinels
+                                                   : MountOptions::PushMode::kOff;
   if (int(!o.clusterPeers.empty()) + int(!o.clusterHostfile.empty()) + int(o.clusterSlurm) > 1) {
     return Status::invalidArgument("give only one of --peers, --hostfile, --slurm");
   }

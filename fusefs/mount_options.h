@@ -45,6 +45,12 @@ struct MountOptions {
   uint32_t prefetchWindow = 512;        // plan entries ahead of the reader
   uint64_t prefetchMemory = 256 << 20;  // prefetch bytes in flight (resolved: memoryDefaults())
   unsigned prefetchThreads = 32;        // concurrent prefetch reads
+  // --push-page-cache off|on|sentinels: push prefetched files into the
+  // kernel's page cache (docs/PREFETCH.md). on: opens reach the daemon and
+  // carry the position; sentinels: opens stay zero-message, every 8th entry
+  // is left un-pushed and its read carries the position.
+  enum class PushMode { kOff, kOpens, kSentinels };
+  PushMode pushPageCache = PushMode::kOff;
   uint64_t maxPlanEntries = 20000000;   // cap on one registered order
   unsigned injectSourceLatencyMs = 0;   // fault injection: delay every source read
   // Zero-change mode: --order torch-distributed:seed=S,world=W,ranks=R1+R2[,drop_last=1]

@@ -22,6 +22,7 @@ struct Prefetcher::Stream {
       : plan(std::move(p)), state(new std::atomic<uint8_t>[plan->size()]) {
     for (size_t i = 0; i < plan->size(); ++i) state[i].store(0, std::memory_order_relaxed);
     issued = plan->start();
+    sweptTo.store(plan->start());
     const int64_t now = nowNs();
     lastProgressNs.store(now);
     rateSinceNs = now;
@@ -31,10 +32,11 @@ struct Prefetcher::Stream {
     return (state[pos].load(std::memory_order_relaxed) & kConsumed) != 0;
   }
 
-  static constexpr uint8_t kConsumed = 1, kPrefetched = 2;
+  // kOpened, kPushed: page-cache push with position from opens.
+  static constexpr uint8_t kConsumed = 1, kPrefetched = 2, kOpened = 4, kPushed = 8;
 
   std::shared_ptr<const AccessPlan> plan;
-  std::unique_ptr<std::atomic<uint8_t>[]> state;  // kConsumed | kPrefetched per entry
+  std::unique_ptr<std::atomic<uint8_t>[]> state;  // k* bits per entry
   std::atomic<uint64_t> consumed{0};
   std::atomic<uint64_t> highest{0};  // highest consumed position + 1
   std::atomic<int64_t> lastProgressNs{0};
@@ -42,6 +44,7 @@ struct Prefetcher::Stream {
   std::atomic<uint64_t> ahead{0};  // entries prefetched and not yet consumed
   std::atomic<double> filesPerSecond{0};
   std::atomic<bool> expired{false};
+  std::atomic<uint64_t> sweptTo{0};  // sentinel mode: pushed entries before it are consumed
   // Scheduler thread only.
   uint64_t issued = 0;  // next position to prefetch
   int64_t rateSinceNs = 0;
@@ -114,39 +117,127 @@ void Prefetcher::demote(const PlanEntry& e) {
   }
 }
 
-void Prefetcher::onRead(uint64_t fileId, uint64_t offset, uint64_t size,
-                        cache::ChunkCache::Tier from) {
-  if (observer_ && offset == 0) observer_(fileId);
-  if (!live_.load(std::memory_order_relaxed)) return;
-  auto all = streams();
-  bool planned = false;
-  // One read is one entry of one stream: the plans of other ranks (or the
+namespace {
+
+// A whole-file entry: what an open names, and what can be pushed.
+bool wholeFile(const PlanEntry& e) { return e.offset == 0 && e.length >= e.identity.size; }
+
+}  // namespace
+
+std::shared_ptr<Prefetcher::Stream> Prefetcher::nearestEntry(
+    uint64_t fileId, const std::function<bool(const Stream&, uint32_t)>& eligible,
+    uint32_t* pos, bool* planned) const {
+  // One access is one entry of one stream: the plans of other ranks (or the
   // next epoch, in the zero-change mode's two-epoch plans) may name the same
   // file, and must not see it consumed. The entry nearest its stream's
   // position is the one being read.
-  Stream* best = nullptr;
-  uint32_t bestPos = 0;
+  auto all = streams();
+  std::shared_ptr<Stream> best;
   uint64_t bestDistance = UINT64_MAX;
   for (const auto& s : *all) {
     const auto* positions = s->plan->positionsOf(fileId);
     if (positions == nullptr) continue;
-    planned = true;
-    // The first not yet consumed entry of this file whose range the read ends in.
-    for (uint32_t pos : *positions) {
-      if (pos < s->plan->start() || s->isConsumed(pos)) continue;
-      const PlanEntry& e = s->plan->at(pos);
-      if (offset + size <= e.offset || offset >= e.offset + std::max<uint64_t>(e.length, 1)) {
-        continue;
-      }
+    *planned = true;
+    for (uint32_t p : *positions) {
+      if (p < s->plan->start() || s->isConsumed(p) || !eligible(*s, p)) continue;
       const uint64_t progress = s->progress();
-      const uint64_t distance = pos > progress ? pos - progress : 0;
-      if (distance < bestDistance) best = s.get(), bestPos = pos, bestDistance = distance;
+      const uint64_t distance = p > progress ? p - progress : 0;
+      if (distance < bestDistance) best = s, *pos = p, bestDistance = distance;
       break;
     }
   }
-  if (best != nullptr) {
-    Stream* s = best;
-    const uint32_t pos = bestPos;
+  return best;
+}
+
+void Prefetcher::consume(Stream& s, uint32_t pos) {
+  const uint8_t before = s.state[pos].fetch_or(Stream::kConsumed);
+  if ((before & Stream::kConsumed) != 0) return;
+  if (before & Stream::kPrefetched) s.ahead.fetch_sub(1, std::memory_order_relaxed);
+  demote(s.plan->at(pos));
+  s.consumed.fetch_add(1, std::memory_order_relaxed);
+  uint64_t h = s.highest.load(std::memory_order_relaxed);
+  while (h < pos + 1u && !s.highest.compare_exchange_weak(h, pos + 1u)) {
+  }
+  schedCv_.notify_one();
+}
+
+void Prefetcher::sweepPushed(Stream& s, uint32_t pos) {
+  const uint64_t every = options_.pushSentinelEvery;
+  if (every == 0 || pusher_.load() == nullptr) return;
+  const uint64_t slack = 2 * every;
+  const uint64_t target = pos + 1 > slack ? pos + 1 - slack : 0;
+  uint64_t from = s.sweptTo.load();
+  do {
+    if (from >= target) return;
+  } while (!s.sweptTo.compare_exchange_weak(from, target));
+  // [from, target) is ours alone: entries pushed there are read from the
+  // page cache by now (or were skipped by the loader).
+  for (uint64_t p = from; p < target; ++p) {
+    if (s.state[p].load(std::memory_order_relaxed) & Stream::kPushed) {
+      consume(s, static_cast<uint32_t>(p));
+    }
+  }
+}
+
+void Prefetcher::countDeviation(bool planned) {
+  if (planned) {
+    offPlanStreak_.store(0, std::memory_order_relaxed);
+  } else if (offPlanStreak_.fetch_add(1, std::memory_order_relaxed) + 1 >=
+             options_.deviationReads) {
+    expire("readers left the plan");
+  }
+}
+
+void Prefetcher::onOpen(uint64_t fileId) {
+  if (!options_.positionFromOpens) return;
+  if (observer_) observer_(fileId);
+  if (!live_.load(std::memory_order_relaxed)) return;
+  uint32_t pos = 0;
+  bool planned = false;
+  std::shared_ptr<Stream> s = nearestEntry(
+      fileId,
+      [&](const Stream& st, uint32_t p) {
+        return wholeFile(st.plan->at(p)) &&
+               (st.state[p].load(std::memory_order_relaxed) & Stream::kOpened) == 0;
+      },
+      &pos, &planned);
+  if (s != nullptr) {
+    s->lastProgressNs.store(nowNs(), std::memory_order_relaxed);
+    const uint8_t before = s->state[pos].fetch_or(Stream::kOpened);
+    // Pushed: the reads are served by the page cache and will not come. (An
+    // empty file is never read either.) Otherwise its reads consume it, or
+    // the push, if it lands before them (maybePush).
+    if ((before & Stream::kPushed) != 0 || s->plan->at(pos).length == 0) {
+      s->hits.fetch_add(1, std::memory_order_relaxed);
+      consume(*s, pos);
+    }
+  }
+  countDeviation(planned);
+}
+
+void Prefetcher::onRead(uint64_t fileId, uint64_t offset, uint64_t size,
+                        cache::ChunkCache::Tier from) {
+  const bool byOpens = options_.positionFromOpens;
+  if (observer_ && offset == 0 && !byOpens) observer_(fileId);
+  if (!live_.load(std::memory_order_relaxed)) return;
+  bool planned = false;
+  uint32_t pos = 0;
+  // The first not yet consumed entry of this file whose range the read ends
+  // in. With opens tracked, a whole-file entry must have been opened: a read
+  // of a file whose pushed entry an open already consumed (the kernel dropped
+  // the pages) must not consume another stream's or epoch's entry.
+  std::shared_ptr<Stream> s = nearestEntry(
+      fileId,
+      [&](const Stream& st, uint32_t p) {
+        const PlanEntry& e = st.plan->at(p);
+        if (offset + size <= e.offset || offset >= e.offset + std::max<uint64_t>(e.length, 1)) {
+          return false;
+        }
+        return !byOpens || !wholeFile(e) ||
+               (st.state[p].load(std::memory_order_relaxed) & Stream::kOpened) != 0;
+      },
+      &pos, &planned);
+  if (s != nullptr) {
     const PlanEntry& e = s->plan->at(pos);
     // Waiting on the network or the source is a stall; RAM, staging, disk are hits.
     if (from >= cache::ChunkCache::Tier::kPeer) {
@@ -156,23 +247,36 @@ void Prefetcher::onRead(uint64_t fileId, uint64_t offset, uint64_t size,
     }
     s->lastProgressNs.store(nowNs(), std::memory_order_relaxed);
     if (offset + size >= e.offset + e.length) {
-      const uint8_t before = s->state[pos].fetch_or(Stream::kConsumed);
-      if ((before & Stream::kConsumed) == 0) {
-        if (before & Stream::kPrefetched) s->ahead.fetch_sub(1, std::memory_order_relaxed);
-        demote(e);
-        s->consumed.fetch_add(1, std::memory_order_relaxed);
-        uint64_t h = s->highest.load(std::memory_order_relaxed);
-        while (h < pos + 1u && !s->highest.compare_exchange_weak(h, pos + 1u)) {
-        }
-        schedCv_.notify_one();
-      }
+      consume(*s, pos);
+      sweepPushed(*s, pos);
     }
   }
-  if (planned) {
-    offPlanStreak_.store(0, std::memory_order_relaxed);
-  } else if (offPlanStreak_.fetch_add(1, std::memory_order_relaxed) + 1 >=
-             options_.deviationReads) {
-    expire("readers left the plan");
+  // With opens tracked they count deviation: pushed files send no reads.
+  if (!byOpens) countDeviation(planned);
+}
+
+void Prefetcher::maybePush(Stream& s, uint32_t pos, const std::vector<cache::ChunkRef>& chunks) {
+  PagePusher* pusher = pusher_.load();
+  const PlanEntry& e = s.plan->at(pos);
+  if (pusher == nullptr || !wholeFile(e) || e.length == 0 || s.isConsumed(pos)) return;
+  const uint32_t every = options_.pushSentinelEvery;
+  if (every > 0 && pos % every == every - 1) return;  // a sentinel: its read must come
+  const uint32_t cs = cache_.chunkSize();
+  if (chunks.size() != (e.identity.size + cs - 1) / cs) return;  // a chunk failed
+  switch (pusher->push(e.identity, chunks)) {
+    case PagePusher::Outcome::kPushed: {
+      pushedFiles_.fetch_add(1, std::memory_order_relaxed);
+      pushedBytes_.fetch_add(e.identity.size, std::memory_order_relaxed);
+      // Opened before the push landed: its remaining reads may be served by
+      // the page cache and never come, so the push consumes it.
+      if (s.state[pos].fetch_or(Stream::kPushed) & Stream::kOpened) consume(s, pos);
+      break;
+    }
+    case PagePusher::Outcome::kSkipped:
+      break;
+    case PagePusher::Outcome::kFailed:
+      pushFailures_.fetch_add(1, std::memory_order_relaxed);
+      break;
   }
 }
 
@@ -333,6 +437,8 @@ void Prefetcher::workerLoop() {
       // Another node's file goes to the staging area (peer prefetch), never
       // into the RAM tier that holds this node's own share.
       const bool viaStaging = t.staged;
+      const bool keep = !viaStaging && pusher_.load() != nullptr;  // to push them
+      std::vector<cache::ChunkRef> chunks;
       for (uint64_t off = e.offset - e.offset % cs; off < end; off += cs) {
         const uint32_t index = static_cast<uint32_t>(off / cs);
         auto r = viaStaging ? cache_.stage(e.relPath, e.identity, index)
@@ -341,6 +447,7 @@ void Prefetcher::workerLoop() {
           spdlog::debug("prefetch {}: {}", e.relPath, r.status().toString());
           break;
         }
+        if (keep) chunks.push_back(std::move(r).value());
       }
       if (viaStaging && t.stream->isConsumed(t.pos)) {
         // The reader got there first (a demand read): a staged copy now would
@@ -355,6 +462,7 @@ void Prefetcher::workerLoop() {
       if ((t.stream->state[t.pos].fetch_or(Stream::kPrefetched) & Stream::kConsumed) == 0) {
         t.stream->ahead.fetch_add(1, std::memory_order_relaxed);
       }
+      if (keep) maybePush(*t.stream, t.pos, chunks);
     }
     release(e.length);
     if (t.staged) stagingInflight_.fetch_sub(e.length);

@@ -16,6 +16,13 @@
 //   lead is then also bounded by each stream's slice of the staging area.
 // - A plan expires when its readers stop following it: no progress for
 //   `expirySeconds`, or `deviationReads` reads in a row of files no plan names.
+// - Page-cache push (optional, setPagePusher): a prefetched whole-file entry is
+//   pushed into the kernel's page cache, so its reads never reach the daemon.
+//   Position then comes from opens (positionFromOpens): an open of a pushed
+//   entry consumes it; an entry opened before its push is consumed by its
+//   reads as before, or by the push if that lands first. Or, with
+//   pushSentinelEvery, every Nth entry stays un-pushed and its read sweeps
+//   the pushed entries before it.
 // Thread-safety: all public methods may be called from any thread.
 #pragma once
 
@@ -34,6 +41,7 @@
 #include "cache/chunk_cache.h"
 #include "cache/eviction_advisor.h"
 #include "prefetch/access_plan.h"
+#include "prefetch/page_pusher.h"
 
 namespace epochfs::prefetch {
 
@@ -47,7 +55,16 @@ struct PrefetchOptions {
   // daemon sets this to a small fraction of the RAM tier.
   uint64_t maxLeadBytes = 0;
   double expirySeconds = 60;
-  uint64_t deviationReads = 2000;
+  uint64_t deviationReads = 2000;  // reads (opens with positionFromOpens) off every plan
+  // Opens reach the daemon (onOpen): they, not reads alone, track the
+  // position, and drive the read observer and deviation counting. Needed
+  // when entries are pushed into the page cache (their reads are invisible).
+  bool positionFromOpens = false;
+  // Sentinels (instead of opens): every Nth entry of a stream is not pushed,
+  // so its read reaches the daemon; a read consuming entry p also consumes
+  // the pushed entries before p - 2N (slack for out-of-order loader
+  // workers). 0: off. Lets opens stay zero-message.
+  uint32_t pushSentinelEvery = 0;
 };
 
 struct StreamStats {
@@ -79,6 +96,16 @@ class Prefetcher : public cache::EvictionAdvisor {
   // tier `from` (kSource: it waited on the source).
   void onRead(uint64_t fileId, uint64_t offset, uint64_t size, cache::ChunkCache::Tier from);
 
+  // A planned file was opened (only with options.positionFromOpens). Marks
+  // the entry of `fileId` nearest its stream's position as opened; an entry
+  // already pushed into the page cache is consumed here (its reads will not
+  // come).
+  void onOpen(uint64_t fileId);
+
+  // Where prefetched whole-file entries are pushed (null: nowhere). The
+  // pusher must outlive the prefetcher or be set to null first.
+  void setPagePusher(PagePusher* pusher) { pusher_.store(pusher); }
+
   // Reads chunks [firstChunk, firstChunk + count) of a file into the cache in
   // the background (sequential read-ahead for large files such as shards),
   // within the in-flight budget; chunks over budget are skipped.
@@ -86,7 +113,7 @@ class Prefetcher : public cache::EvictionAdvisor {
                  uint32_t count);
 
   // Called with the file id of every read that starts at offset 0 (a file
-  // being opened and read), plan or not. Set once, before reads start.
+  // being opened and read; with positionFromOpens: of every open), plan or not. Set once, before reads start.
   void setReadObserver(std::function<void(uint64_t fileId)> observer) {
     observer_ = std::move(observer);
   }
@@ -108,6 +135,10 @@ class Prefetcher : public cache::EvictionAdvisor {
   uint64_t leadWaits() const { return leadWaits_.load(); }
   uint64_t readAheadSkipped() const { return readAheadSkipped_.load(); }
   uint64_t readAheadChunks() const { return readAheadChunks_.load(); }
+  // Page-cache push: entries pushed whole, their bytes, pushes the kernel refused.
+  uint64_t pushedFiles() const { return pushedFiles_.load(); }
+  uint64_t pushedBytes() const { return pushedBytes_.load(); }
+  uint64_t pushFailures() const { return pushFailures_.load(); }
   const PrefetchOptions& options() const { return options_; }
 
  private:
@@ -133,6 +164,21 @@ class Prefetcher : public cache::EvictionAdvisor {
   void workerLoop();
   void schedule(Stream& s, const std::shared_ptr<Stream>& ref, size_t streams);
   void expire(const char* why);
+  // Marks entry `pos` consumed (idempotent): progress, lead, demotion.
+  void consume(Stream& s, uint32_t pos);
+  // Sentinel mode: a read consumed entry `pos`; consume the pushed entries
+  // far enough before it.
+  void sweepPushed(Stream& s, uint32_t pos);
+  // Counts a planned (true) or unplanned access for deviation expiry.
+  void countDeviation(bool planned);
+  // The not yet consumed entry of `fileId` nearest its stream's position,
+  // among those `eligible` accepts; null when none. `planned`: some plan
+  // names the file.
+  std::shared_ptr<Stream> nearestEntry(uint64_t fileId, const std::function<bool(const Stream&, uint32_t)>& eligible,
+                       uint32_t* pos, bool* planned) const;
+  // After a plan entry's chunks were fetched: push them when it is a whole
+  // file not yet read.
+  void maybePush(Stream& s, uint32_t pos, const std::vector<cache::ChunkRef>& chunks);
   // A consumed entry's chunks become the RAM tier's first eviction candidates.
   void demote(const PlanEntry& e);
   // Takes `bytes` of the in-flight budget (atomically: FUSE threads reserve
@@ -155,6 +201,8 @@ class Prefetcher : public cache::EvictionAdvisor {
   std::atomic<uint64_t> budgetWaits_{0}, leadWaits_{0}, readAheadSkipped_{0};
   std::atomic<uint64_t> stagingInflight_{0};  // bytes of staged entries being fetched
   std::atomic<uint64_t> readAheadChunks_{0};
+  std::atomic<PagePusher*> pusher_{nullptr};
+  std::atomic<uint64_t> pushedFiles_{0}, pushedBytes_{0}, pushFailures_{0};
 
   moodycamel::BlockingConcurrentQueue<Task> tasks_;
   std::mutex schedMu_;  // pairs with schedCv_ to wake the scheduler early

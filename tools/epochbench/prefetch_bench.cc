@@ -211,6 +211,10 @@ EpochRun PrefetchBench::runEpochfs(int repeat, const std::vector<std::string>& o
     run.stalls = streamSum(*after, "stalls");
     run.hits = streamSum(*after, "hits");
     run.prefetched_files = streamSum(*after, "prefetched_files");
+    run.pushed_files = statsCounter(*after, {"prefetch", "pushed_files"}) -
+                       statsCounter(*before, {"prefetch", "pushed_files"});
+    run.daemon_reads = statsCounter(*after, {"read_requests"}) -
+                       statsCounter(*before, {"read_requests"});
   } else {
     std::fprintf(stderr, "warning: stats unavailable: %s\n", error.c_str());
   }

@@ -212,11 +212,15 @@ std::string optional(const char* fmt, std::optional<double> value) {
 void printEpochProgress(std::FILE* out, const std::string& name, const EpochRun& run, int repeats) {
   auto stall = run.stallFraction();
   std::fprintf(
-      out, "  repeat %d/%d  %-10s %7.2f s %8.0f files/s%s%s%s%s\n", run.repeat, repeats,
+      out, "  repeat %d/%d  %-10s %7.2f s %8.0f files/s%s%s%s%s%s%s\n", run.repeat, repeats,
       name.c_str(), run.pass.seconds, run.pass.filesPerSecond(),
       optional("  waited %.2f%%", stall ? std::optional(100 * *stall) : std::nullopt).c_str(),
       optional("  lead %.0f files", run.lead_files).c_str(),
       optional("  daemon CPU %.2f s", run.daemon_cpu_s).c_str(),
+      optional("  pushed %.0f", run.pushed_files ? std::optional<double>(*run.pushed_files)
+                                                 : std::nullopt).c_str(),
+      optional("  daemon reads %.0f", run.daemon_reads ? std::optional<double>(*run.daemon_reads)
+                                                       : std::nullopt).c_str(),
       optional("  %.0f read errors",
                run.pass.errors ? std::optional<double>(run.pass.errors) : std::nullopt)
           .c_str());
@@ -335,6 +339,8 @@ json prefetchJson(const PrefetchResults& results, const std::vector<Target>& tar
       if (r.source_bytes) run["source_read_bytes"] = *r.source_bytes;
       if (r.device_bytes) run["device_read_bytes"] = *r.device_bytes;
       if (r.daemon_cpu_s) run["daemon_cpu_s"] = *r.daemon_cpu_s;
+      if (r.pushed_files) run["pushed_files"] = *r.pushed_files;
+      if (r.daemon_reads) run["daemon_read_requests"] = *r.daemon_reads;
       if (!r.samples.empty()) run["samples"] = r.samples;
       runs.push_back(run);
     }

@@ -122,6 +122,12 @@ std::string formatStats(const json& s) {
     const json& p = s["prefetch"];
     o << "prefetch: " << humanBytes(p.value("inflight_bytes", uint64_t{0})) << " in flight";
     if (p["streams"].empty()) o << ", no order registered";
+    const std::string push = p.value("push_page_cache", std::string("off"));
+    if (push != "off") {
+      o << "; page-cache push (" << push << "): " << p.value("pushed_files", uint64_t{0})
+        << " files, " << humanBytes(p.value("pushed_bytes", uint64_t{0})) << ", "
+        << p.value("push_failures", uint64_t{0}) << " failures";
+    }
     o << "\n";
     for (const json& st : p["streams"]) {
       char buf[256];

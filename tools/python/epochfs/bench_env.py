@@ -68,6 +68,19 @@ def pid_by_mountpoint(mnt, names):
     return None
 
 
+def move_to_root(cgroup, root):
+    """Moves every process of a cgroup v1 group back to the hierarchy's root (exited ones are
+    skipped), so the group can be removed."""
+    with open(os.path.join(cgroup, "cgroup.procs")) as f:
+        pids = f.read().split()
+    for pid in pids:
+        try:
+            with open(os.path.join(root, "cgroup.procs"), "w") as f:
+                f.write(pid)
+        except OSError:
+            pass
+
+
 class Blkio:
     """A cgroup v1 blkio cgroup capping reads of one device (cf. blkio_throttle.cc)."""
     ROOT = "/sys/fs/cgroup/blkio"
@@ -86,14 +99,7 @@ class Blkio:
         self._write("cgroup.procs", str(pid))
 
     def remove_all(self):
-        with open(os.path.join(self.path, "cgroup.procs")) as f:
-            pids = f.read().split()
-        for p in pids:
-            try:
-                with open(os.path.join(self.ROOT, "cgroup.procs"), "w") as f:
-                    f.write(p)
-            except OSError:
-                pass
+        move_to_root(self.path, self.ROOT)
 
     def read_bytes(self):
         with open(os.path.join(self.path, "blkio.throttle.io_service_bytes")) as f:
@@ -259,14 +265,7 @@ class CpuPriority:
         if not self.path:
             return
         for _ in range(50):
-            with open(os.path.join(self.path, "cgroup.procs")) as f:
-                pids = f.read().split()
-            for pid in pids:
-                try:
-                    with open(os.path.join(self.ROOT, "cgroup.procs"), "w") as f:
-                        f.write(pid)
-                except OSError:
-                    pass
+            move_to_root(self.path, self.ROOT)
             try:
                 os.rmdir(self.path)
                 return

@@ -20,6 +20,7 @@
 #include "cache/ram_tier.h"
 #include "prefetch/prefetcher.h"
 #include "tests/unit/prefetch/fake_source.h"
+#include "tests/unit/prefetch/prefetch_test_util.h"
 
 namespace epochfs::prefetch {
 namespace {
@@ -28,16 +29,9 @@ using namespace std::chrono_literals;
 using cache::ChunkCache;
 using Tier = ChunkCache::Tier;
 
-constexpr uint32_t kChunkSize = 4096;
+using testing::kChunkSize;
+using testing::waitFor;
 
-bool waitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 5000ms) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return pred();
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
 
 // Records what it is asked to push and answers `outcome`; with a gate, each
 // push waits until open() (to land a push after an open).
@@ -101,15 +95,7 @@ struct Rig {
     return o;
   }
   std::vector<PlanEntry> addFiles(int n, size_t size, const std::string& prefix = "f") {
-    std::vector<PlanEntry> out;
-    for (int i = 0; i < n; ++i) {
-      PlanEntry e;
-      e.relPath = prefix + std::to_string(i);
-      e.identity = source.addFile(e.relPath, size);
-      e.length = size;
-      out.push_back(e);
-    }
-    return out;
+    return testing::addPlanFiles(source, n, size, prefix);
   }
   // A whole read of the entry served by the daemon (what FuseServer::onRead does).
   void read(const PlanEntry& e) {

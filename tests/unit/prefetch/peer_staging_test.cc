@@ -22,6 +22,7 @@
 #include "prefetch/access_plan.h"
 #include "prefetch/prefetcher.h"
 #include "tests/unit/prefetch/fake_source.h"
+#include "tests/unit/prefetch/prefetch_test_util.h"
 
 namespace epochfs::prefetch {
 namespace {
@@ -30,16 +31,9 @@ using namespace std::chrono_literals;
 using cache::ChunkCache;
 using Tier = ChunkCache::Tier;
 
-constexpr uint32_t kChunkSize = 4096;
+using testing::kChunkSize;
+using testing::waitFor;
 
-bool waitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 5000ms) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return pred();
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
 
 cache::ChunkRef chunkOf(uint64_t fileId, uint32_t index, size_t size, uint64_t inode = 1) {
   cache::FileIdentity id;

@@ -23,6 +23,7 @@
 #include "cache/ram_tier.h"
 #include "prefetch/access_plan.h"
 #include "tests/unit/prefetch/fake_source.h"
+#include "tests/unit/prefetch/prefetch_test_util.h"
 
 namespace epochfs::prefetch {
 namespace {
@@ -32,17 +33,10 @@ using cache::ChunkCache;
 using testing::LatencySource;
 using Tier = ChunkCache::Tier;
 
-constexpr uint32_t kChunkSize = 4096;
+using testing::kChunkSize;
+using testing::waitFor;
 
 // Polls `pred` every 2 ms until it holds or `timeout` passes.
-bool waitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 5000ms) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return pred();
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
 
 // Source + RAM tier + chunk cache + prefetcher, wired as the daemon wires them
 // (the prefetcher is the RAM tier's eviction advisor).
@@ -66,17 +60,8 @@ class Rig {
     return o;
   }
 
-  // `n` files of `size` bytes named <prefix><i>, as whole-file plan entries.
   std::vector<PlanEntry> addFiles(int n, size_t size, const std::string& prefix = "f") {
-    std::vector<PlanEntry> out;
-    for (int i = 0; i < n; ++i) {
-      PlanEntry e;
-      e.relPath = prefix + std::to_string(i);
-      e.identity = source.addFile(e.relPath, size);
-      e.length = size;
-      out.push_back(e);
-    }
-    return out;
+    return testing::addPlanFiles(source, n, size, prefix);
   }
 
   // True when every chunk of the entry's range is in the RAM tier.

@@ -57,6 +57,19 @@ def cluster_doc():
             "locality": [{"local_batch": 32, "per_node": [node(4, 0, 0), node(3, 1, 0)]}]}
 
 
+def assert_report_png(test, flag, doc, png):
+    """`train-bench report FLAG DOC.json --png DIR` writes DIR/PNG, a PNG file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "doc.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        subprocess.run([sys.executable, os.path.join(REPO, "tools", "train-bench"), "report",
+                        flag, path, "--png", os.path.join(tmp, "img")], check=True,
+                       capture_output=True)
+        with open(os.path.join(tmp, "img", png), "rb") as f:
+            test.assertEqual(f.read(8), PNG_MAGIC)
+
+
 class PeersReportTest(unittest.TestCase):
     # Pass: the table shows each cell as median [min..max] of its repeats, the daemon CPU of
     # the smallest T, and a skipped filesystem with its reason.
@@ -71,15 +84,7 @@ class PeersReportTest(unittest.TestCase):
     # Pass: `train-bench report --peers F --png DIR` writes DIR/peers-matrix.png, a PNG.
     @unittest.skipUnless(HAVE_MPL, "matplotlib (python3-matplotlib) is not installed")
     def test_train_bench_report_peers_png(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            doc = os.path.join(tmp, "peers.json")
-            with open(doc, "w") as f:
-                json.dump(peers_doc(), f)
-            subprocess.run([sys.executable, os.path.join(REPO, "tools", "train-bench"), "report",
-                            "--peers", doc, "--png", os.path.join(tmp, "img")], check=True,
-                           capture_output=True)
-            with open(os.path.join(tmp, "img", "peers-matrix.png"), "rb") as f:
-                self.assertEqual(f.read(8), PNG_MAGIC)
+        assert_report_png(self, "--peers", peers_doc(), "peers-matrix.png")
 
 
 class ClusterReportTest(unittest.TestCase):
@@ -95,15 +100,7 @@ class ClusterReportTest(unittest.TestCase):
     # Pass: `train-bench report --cluster F --png DIR` writes DIR/cluster-bytes-by-source.png.
     @unittest.skipUnless(HAVE_MPL, "matplotlib (python3-matplotlib) is not installed")
     def test_train_bench_report_cluster_png(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            doc = os.path.join(tmp, "cluster.json")
-            with open(doc, "w") as f:
-                json.dump(cluster_doc(), f)
-            subprocess.run([sys.executable, os.path.join(REPO, "tools", "train-bench"), "report",
-                            "--cluster", doc, "--png", os.path.join(tmp, "img")], check=True,
-                           capture_output=True)
-            with open(os.path.join(tmp, "img", "cluster-bytes-by-source.png"), "rb") as f:
-                self.assertEqual(f.read(8), PNG_MAGIC)
+        assert_report_png(self, "--cluster", cluster_doc(), "cluster-bytes-by-source.png")
 
 
 if __name__ == "__main__":

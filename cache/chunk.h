@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "cache/chunk_buffer.h"
 #include "cache/chunk_key.h"
 #include "cache/file_identity.h"
 
@@ -16,7 +17,7 @@ struct Chunk {
   ChunkKey key;
   FileIdentity identity;
   uint64_t checksum = 0;  // XXH3-64 of data
-  std::vector<char> data;
+  ChunkBuffer data;
 
   size_t size() const { return data.size(); }
   // True when data still matches checksum.
@@ -26,6 +27,8 @@ struct Chunk {
 using ChunkRef = std::shared_ptr<const Chunk>;
 
 // Builds a chunk and computes its checksum.
-ChunkRef makeChunk(const ChunkKey& key, const FileIdentity& id, std::vector<char> data);
+ChunkRef makeChunk(const ChunkKey& key, const FileIdentity& id, ChunkBuffer data);
+// The same over a copy of `bytes` (tests and tools).
+ChunkRef makeChunk(const ChunkKey& key, const FileIdentity& id, const std::vector<char>& bytes);
 
 }  // namespace epochfs::cache

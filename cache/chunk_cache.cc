@@ -145,24 +145,23 @@ Result<ChunkRef> ChunkCache::fetchFromSource(const std::string& relPath, const F
     return Status::invalidArgument("chunk beyond end of " + relPath);
   }
   const size_t want = static_cast<size_t>(std::min<uint64_t>(options_.chunkSize, id.size - offset));
-  std::vector<char> data(want);
   const auto start = std::chrono::steady_clock::now();
-  Result<size_t> n = source_.read(relPath, id, offset, data.data(), want);
+  Result<ChunkBuffer> data = source_.readChunk(relPath, id, offset, want);
   const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::steady_clock::now() - start)
                           .count();
   stats_.sourceLatency.record(static_cast<uint64_t>(micros));
-  if (!n.isOk()) {
+  if (!data.isOk()) {
     stats_.sourceErrors.fetch_add(1, std::memory_order_relaxed);
-    return n.status();
+    return data.status();
   }
-  if (*n != want) {
+  if (data->size() != want) {
     // The file shrank under us although its identity matched: treat as changed.
     stats_.sourceErrors.fetch_add(1, std::memory_order_relaxed);
     return Status::stale(relPath + " is shorter than its snapshot");
   }
   stats_.sourceReads.add(want);
-  ChunkRef chunk = makeChunk(key, id, std::move(data));
+  ChunkRef chunk = makeChunk(key, id, std::move(data).value());
   ram_.insert(chunk);
   if (disk_ != nullptr) disk_->insert(chunk);
   return chunk;

@@ -20,6 +20,11 @@ class DelayedSource : public Source {
     std::this_thread::sleep_for(delay_);
     return inner_.read(relPath, expected, offset, buf, len);
   }
+  Result<ChunkBuffer> readChunk(const std::string& relPath, const FileIdentity& expected,
+                                uint64_t offset, size_t len) override {
+    std::this_thread::sleep_for(delay_);
+    return inner_.readChunk(relPath, expected, offset, len);
+  }
   Result<struct ::stat> lstat(const std::string& relPath) override { return inner_.lstat(relPath); }
 
  private:

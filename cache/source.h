@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cache/chunk_buffer.h"
 #include "cache/file_identity.h"
 #include "cache/status.h"
 
@@ -25,6 +26,19 @@ class Source {
   // never returned.
   virtual Result<size_t> read(const std::string& relPath, const FileIdentity& expected,
                               uint64_t offset, char* buf, size_t len) = 0;
+
+  // The `len` bytes at `offset` in a new buffer (what the cache calls on a
+  // miss); fails with kStale as read() does, and returns fewer bytes only at
+  // end of file. The default reads into a plain buffer; PosixSource reads
+  // O_DIRECT straight into a page-aligned one.
+  virtual Result<ChunkBuffer> readChunk(const std::string& relPath, const FileIdentity& expected,
+                                        uint64_t offset, size_t len) {
+    ChunkBuffer buf(len);
+    Result<size_t> n = read(relPath, expected, offset, buf.data(), len);
+    if (!n.isOk()) return n.status();
+    buf.resize(*n);
+    return buf;
+  }
 
   // lstat of `relPath` now (for --revalidate).
   virtual Result<struct ::stat> lstat(const std::string& relPath) = 0;

@@ -129,7 +129,11 @@ cache::ChunkRef ChunkServer::injectFault(const cache::ChunkRef& chunk, wire::Rep
     plain.tag = Tag{};
     return mac.sign(wire::kToClient, plain.counter, &plain, sizeof plain, c.data.data(), c.size());
   };
-  auto bad = std::make_shared<cache::Chunk>(*chunk);
+  auto bad = std::make_shared<cache::Chunk>();
+  bad->key = chunk->key;
+  bad->identity = chunk->identity;
+  bad->checksum = chunk->checksum;
+  bad->data = cache::ChunkBuffer::copyOf(chunk->data.data(), chunk->size());
   const uint64_t n = reply.counter;
   bad->data[(n * 7919) % bad->size()] ^= static_cast<char>(1u << (n % 8));
   switch (cfg_.fault.mode) {

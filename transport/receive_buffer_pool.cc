@@ -8,31 +8,30 @@ std::shared_ptr<ReceiveBufferPool> ReceiveBufferPool::create(size_t maxIdleBytes
   return std::shared_ptr<ReceiveBufferPool>(new ReceiveBufferPool(maxIdleBytes));
 }
 
-std::vector<char> ReceiveBufferPool::acquire(size_t len) {
+cache::ChunkBuffer ReceiveBufferPool::acquire(size_t len) {
   if (len >= kMinPooledBytes) {
     std::lock_guard<std::mutex> lock(mu_);
     // Newest first. Exact size: no resize at all. A larger one only within
     // 1/16 of `len`, so a short last chunk does not pin a full-size buffer.
-    auto fits = [&](const std::vector<char>& b) {
+    auto fits = [&](const cache::ChunkBuffer& b) {
       return b.size() == len || (b.capacity() >= len && b.capacity() - len <= len / 16);
     };
     for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
       if (!fits(*it)) continue;
-      std::vector<char> b = std::move(*it);
+      cache::ChunkBuffer b = std::move(*it);
       idle_.erase(std::next(it).base());
       idleBytes_ -= b.capacity();
-      // Shrinking only drops the tail; growing within the capacity zero-fills
-      // just the difference.
+      // Within the capacity: no copy, no fill.
       b.resize(len);
       reused_.fetch_add(1, std::memory_order_relaxed);
       return b;
     }
   }
   allocated_.fetch_add(1, std::memory_order_relaxed);
-  return std::vector<char>(len);
+  return cache::ChunkBuffer(len);
 }
 
-void ReceiveBufferPool::release(std::vector<char> buffer) {
+void ReceiveBufferPool::release(cache::ChunkBuffer buffer) {
   const size_t bytes = buffer.capacity();
   if (bytes < kMinPooledBytes) return;
   std::lock_guard<std::mutex> lock(mu_);

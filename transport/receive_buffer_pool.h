@@ -1,10 +1,10 @@
 // ReceiveBufferPool: reusable receive buffers for peer replies.
 //
-// A fresh 1 MiB std::vector costs a zero-fill and 256 first-touch page faults
-// (the daemon's allocator hands blocks this large straight back to the kernel:
-// fusefs boundAllocatorRetention), ~10 % of the peer fetch path's cycles. The
-// pool keeps buffers that are no longer referenced and hands them out again
-// as they are, neither zeroed nor faulted.
+// A fresh 1 MiB buffer costs 256 first-touch page faults (the daemon's
+// allocator hands blocks this large straight back to the kernel: fusefs
+// boundAllocatorRetention), ~10 % of the peer fetch path's cycles. The pool
+// keeps buffers that are no longer referenced and hands them out again as they
+// are, already faulted in.
 //
 // A buffer leaves the pool for a reply (acquire), becomes the Chunk's data,
 // and comes back when the last ChunkRef to that chunk goes (adopt wraps the
@@ -35,13 +35,13 @@ class ReceiveBufferPool : public std::enable_shared_from_this<ReceiveBufferPool>
 
   static std::shared_ptr<ReceiveBufferPool> create(size_t maxIdleBytes);
 
-  // A buffer of exactly `len` bytes. A reused one keeps its old bytes (the
-  // caller overwrites them all); a new one is zero-filled by std::vector.
-  std::vector<char> acquire(size_t len);
+  // A buffer of exactly `len` bytes, uninitialised (the caller overwrites
+  // them all); a reused one keeps its old bytes.
+  cache::ChunkBuffer acquire(size_t len);
   // Takes back a buffer nobody references any more: kept (LIFO: the most
   // recently used is the most likely to be in the CPU cache) while the idle
   // bytes stay within the bound, else freed.
-  void release(std::vector<char> buffer);
+  void release(cache::ChunkBuffer buffer);
   // The chunk as a ChunkRef whose last reference returns its data here.
   cache::ChunkRef adopt(std::unique_ptr<cache::Chunk> chunk);
 
@@ -56,7 +56,7 @@ class ReceiveBufferPool : public std::enable_shared_from_this<ReceiveBufferPool>
 
   const size_t maxIdleBytes_;
   mutable std::mutex mu_;
-  std::vector<std::vector<char>> idle_;  // guarded by mu_
+  std::vector<cache::ChunkBuffer> idle_;  // guarded by mu_
   size_t idleBytes_ = 0;                 // capacities of idle_, guarded by mu_
   std::atomic<uint64_t> reused_{0}, allocated_{0};
 };

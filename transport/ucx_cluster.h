@@ -110,7 +110,7 @@ class UcxCluster final : public Cluster {
     bool done = false;
     cache::Status status;
     wire::Reply reply;
-    std::vector<char> data;
+    cache::ChunkBuffer data;
     PayloadMac mac;  // the session's, copied when sent
     // Set by the caller before queueing.
     uint32_t peer = 0;

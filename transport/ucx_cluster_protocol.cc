@@ -411,7 +411,7 @@ Result<cache::ChunkRef> UcxCluster::fetchFrom(uint32_t node, const cache::FileId
   chunk->checksum = r.checksum;
   if (p->data.capacity() > p->data.size() + (64u << 10)) {
     // Shorter than the hint (another chunk size): the exact size, the big buffer back to the pool.
-    std::vector<char> exact = receivePool_->acquire(p->data.size());
+    cache::ChunkBuffer exact = receivePool_->acquire(p->data.size());
     std::memcpy(exact.data(), p->data.data(), exact.size());
     receivePool_->release(std::exchange(p->data, std::move(exact)));
   }

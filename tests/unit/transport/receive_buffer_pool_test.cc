@@ -13,7 +13,7 @@ constexpr size_t kMiB = 1 << 20;
 // (same memory, old bytes kept: no zero-fill), and counts as reused.
 TEST(ReceiveBufferPool, ReusesReleasedBufferWithoutZeroFill) {
   auto pool = ReceiveBufferPool::create(4 * kMiB);
-  std::vector<char> a = pool->acquire(kMiB);
+  cache::ChunkBuffer a = pool->acquire(kMiB);
   ASSERT_EQ(a.size(), kMiB);
   EXPECT_EQ(pool->allocated(), 1u);
   std::memset(a.data(), 0x5a, a.size());
@@ -21,7 +21,7 @@ TEST(ReceiveBufferPool, ReusesReleasedBufferWithoutZeroFill) {
   pool->release(std::move(a));
   EXPECT_EQ(pool->idleBuffers(), 1u);
   EXPECT_EQ(pool->idleBytes(), kMiB);
-  std::vector<char> b = pool->acquire(kMiB);
+  cache::ChunkBuffer b = pool->acquire(kMiB);
   EXPECT_EQ(b.data(), mem);
   EXPECT_EQ(b.size(), kMiB);
   EXPECT_EQ(b[kMiB - 1], 0x5a);
@@ -33,7 +33,7 @@ TEST(ReceiveBufferPool, ReusesReleasedBufferWithoutZeroFill) {
 // Pass: idle bytes never exceed the bound; releases beyond it are freed.
 TEST(ReceiveBufferPool, IdleBytesStayWithinTheBound) {
   auto pool = ReceiveBufferPool::create(3 * kMiB);
-  std::vector<std::vector<char>> held;
+  std::vector<cache::ChunkBuffer> held;
   for (int i = 0; i < 5; ++i) held.push_back(pool->acquire(kMiB));
   for (auto& b : held) {
     pool->release(std::move(b));
@@ -51,14 +51,14 @@ TEST(ReceiveBufferPool, IdleBytesStayWithinTheBound) {
 // resized to the exact length.
 TEST(ReceiveBufferPool, OnlyCloseSizesAreReused) {
   auto pool = ReceiveBufferPool::create(8 * kMiB);
-  pool->release(std::vector<char>(4096));
+  pool->release(cache::ChunkBuffer(4096));
   EXPECT_EQ(pool->idleBuffers(), 0u);
-  pool->release(std::vector<char>(kMiB));
-  std::vector<char> half = pool->acquire(kMiB / 2);
+  pool->release(cache::ChunkBuffer(kMiB));
+  cache::ChunkBuffer half = pool->acquire(kMiB / 2);
   EXPECT_EQ(half.size(), kMiB / 2);
   EXPECT_EQ(pool->reused(), 0u);
   EXPECT_EQ(pool->idleBuffers(), 1u);
-  std::vector<char> close = pool->acquire(kMiB - 4096);
+  cache::ChunkBuffer close = pool->acquire(kMiB - 4096);
   EXPECT_EQ(close.size(), kMiB - 4096);
   EXPECT_EQ(pool->reused(), 1u);
 }

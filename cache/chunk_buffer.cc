@@ -1,0 +1,44 @@
+#include "cache/chunk_buffer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+namespace epochfs::cache {
+
+void ChunkBuffer::allocate(size_t size, size_t capacity, size_t alignment) {
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  const size_t rounded = std::max<size_t>(alignment, (capacity + alignment - 1) / alignment * alignment);
+  mem_.reset(static_cast<char*>(std::aligned_alloc(alignment, rounded)));
+  if (mem_ == nullptr) throw std::bad_alloc();
+  size_ = size;
+  capacity_ = rounded;
+}
+
+ChunkBuffer ChunkBuffer::pageAligned(size_t size) {
+  ChunkBuffer b;
+  b.allocate(size, size, kPageBytes);
+  return b;
+}
+
+ChunkBuffer ChunkBuffer::copyOf(const void* bytes, size_t len) {
+  ChunkBuffer b(len);
+  if (len > 0) std::memcpy(b.data(), bytes, len);
+  return b;
+}
+
+void ChunkBuffer::resize(size_t size) {
+  if (size <= capacity_ && mem_ != nullptr) {
+    size_ = size;
+    return;
+  }
+  ChunkBuffer grown(size);
+  if (size_ > 0) std::memcpy(grown.data(), data(), size_);
+  *this = std::move(grown);
+}
+
+bool operator==(const ChunkBuffer& a, const std::vector<char>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
+}
+
+}  // namespace epochfs::cache

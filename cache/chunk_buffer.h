@@ -1,0 +1,63 @@
+// ChunkBuffer: the bytes of one chunk. Unlike std::vector<char> it is never
+// zero-filled (a source read or a peer reply overwrites every byte, and a
+// zero-fill of a fresh buffer costs a memset plus a page fault per 4 KiB), and
+// it can be allocated page-aligned with room up to the next 4 KiB, so an
+// O_DIRECT read lands in it straight from the device (no bounce buffer, no
+// copy). Move-only: a chunk's bytes are shared through ChunkRef, not copied.
+#pragma once
+
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+namespace epochfs::cache {
+
+class ChunkBuffer {
+ public:
+  static constexpr size_t kPageBytes = 4096;
+
+  ChunkBuffer() = default;
+  // `size` bytes, uninitialised, aligned to 16 bytes (malloc's alignment).
+  explicit ChunkBuffer(size_t size) { allocate(size, size, alignof(std::max_align_t)); }
+  // `size` bytes, uninitialised, page-aligned, with capacity rounded up to a
+  // whole page: what an O_DIRECT read of `size` bytes needs.
+  // Both throw std::bad_alloc when out of memory, as std::vector does.
+  static ChunkBuffer pageAligned(size_t size);
+  // A copy of `len` bytes at `bytes` (tests and small callers).
+  static ChunkBuffer copyOf(const void* bytes, size_t len);
+  static ChunkBuffer copyOf(const std::vector<char>& bytes) {
+    return copyOf(bytes.data(), bytes.size());
+  }
+
+  ChunkBuffer(ChunkBuffer&&) noexcept = default;
+  ChunkBuffer& operator=(ChunkBuffer&&) noexcept = default;
+
+  char* data() { return mem_.get(); }
+  const char* data() const { return mem_.get(); }
+  size_t size() const { return size_; }
+  size_t capacity() const { return capacity_; }
+  bool empty() const { return size_ == 0; }
+  char& operator[](size_t i) { return mem_.get()[i]; }
+  char operator[](size_t i) const { return mem_.get()[i]; }
+  const char* begin() const { return data(); }
+  const char* end() const { return data() + size_; }
+
+  // Shrinks in place, or grows into new storage (the first size() bytes kept,
+  // the rest uninitialised).
+  void resize(size_t size);
+
+  friend bool operator==(const ChunkBuffer& a, const std::vector<char>& b);
+
+ private:
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  void allocate(size_t size, size_t capacity, size_t alignment);
+
+  std::unique_ptr<char, Free> mem_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+};
+
+}  // namespace epochfs::cache

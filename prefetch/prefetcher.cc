@@ -52,7 +52,10 @@ struct Prefetcher::Stream {
 };
 
 Prefetcher::Prefetcher(const PrefetchOptions& options, cache::ChunkCache& cache)
-    : options_(options), cache_(cache), streams_(std::make_shared<Streams>()) {
+    : options_(options),
+      cache_(cache),
+      streams_(std::make_shared<Streams>()),
+      wakeEvery_(std::max<uint64_t>(1, options.windowFiles / 32)) {
   scheduler_ = std::thread([this] { schedulerLoop(); });
   for (unsigned i = 0; i < std::max(1u, options_.workers); ++i) {
     workers_.emplace_back([this] { workerLoop(); });
@@ -154,11 +157,14 @@ void Prefetcher::consume(Stream& s, uint32_t pos) {
   if ((before & Stream::kConsumed) != 0) return;
   if (before & Stream::kPrefetched) s.ahead.fetch_sub(1, std::memory_order_relaxed);
   demote(s.plan->at(pos));
-  s.consumed.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t consumed = s.consumed.fetch_add(1, std::memory_order_relaxed) + 1;
   uint64_t h = s.highest.load(std::memory_order_relaxed);
   while (h < pos + 1u && !s.highest.compare_exchange_weak(h, pos + 1u)) {
   }
-  schedCv_.notify_one();
+  // The window moved by one entry. Waking the scheduler for each costs two
+  // context switches per file; a batch of wakeEvery_ keeps the lead within
+  // a few percent of its bound (and the scheduler's 20 ms tick catches up).
+  if (consumed % wakeEvery_ == 0) schedCv_.notify_one();
 }
 
 void Prefetcher::sweepPushed(Stream& s, uint32_t pos) {
@@ -341,10 +347,22 @@ void Prefetcher::schedule(Stream& s, const std::shared_ptr<Stream>& ref, size_t 
     // (An entry larger than the whole area goes through the RAM tier as before.)
     const bool staged = cache_.staging() != nullptr && cache_.ownedElsewhere(e.identity.fileId) &&
                         e.length <= cache_.staging()->capacityBytes();
-    if (staged && !cache_.staging()->hasRoom(stagingInflight_.load() + e.length)) break;
+    // Blocked on the budget or the staging area: the worker whose fetch frees
+    // room wakes the scheduler. The flag is set before the second check, so
+    // a release between the two is never missed.
+    auto stagingFull = [&] {
+      return staged && !cache_.staging()->hasRoom(stagingInflight_.load() + e.length);
+    };
+    if (stagingFull()) {
+      wakeOnRelease_.store(true);
+      if (stagingFull()) break;
+    }
     if (!tryReserve(e.length)) {
-      budgetWaits_.fetch_add(1, std::memory_order_relaxed);
-      break;  // budget full: resumes when a fetch completes
+      wakeOnRelease_.store(true);
+      if (!tryReserve(e.length)) {
+        budgetWaits_.fetch_add(1, std::memory_order_relaxed);
+        break;  // budget full: resumes when a fetch completes
+      }
     }
     if (staged) stagingInflight_.fetch_add(e.length);
     Task t;
@@ -467,7 +485,7 @@ void Prefetcher::workerLoop() {
     release(e.length);
     if (t.staged) stagingInflight_.fetch_sub(e.length);
     t.stream.reset();
-    schedCv_.notify_one();
+    if (wakeOnRelease_.exchange(false)) schedCv_.notify_one();
   }
 }
 

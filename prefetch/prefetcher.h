@@ -207,6 +207,11 @@ class Prefetcher : public cache::EvictionAdvisor {
   moodycamel::BlockingConcurrentQueue<Task> tasks_;
   std::mutex schedMu_;  // pairs with schedCv_ to wake the scheduler early
   std::condition_variable schedCv_;
+  // Consumed entries per wake of the scheduler (1/32 of the window).
+  const uint64_t wakeEvery_;
+  // Set when schedule() stopped on the byte budget or the staging area: the
+  // next fetch to finish wakes the scheduler.
+  std::atomic<bool> wakeOnRelease_{false};
   std::atomic<bool> stopping_{false};
   std::thread scheduler_;
   std::vector<std::thread> workers_;

@@ -85,6 +85,9 @@ int main(int argc, char** argv) {
   prefetch->add_option("--threads", pf.threads, "Reader threads")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  prefetch->add_option("--deep-threads", pf.deep_threads, "Reader threads of the deep case")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   prefetch->add_option("--repeats", pf.repeats, "Repeats of every case")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -96,7 +99,8 @@ int main(int argc, char** argv) {
                        "loop-mounted ext4 image");
   prefetch
       ->add_option("--cases", pf.cases,
-                   "Comma-separated cases: direct, cold, plan, eviction, warm (diagnostic)")
+                   "Comma-separated cases: direct, cold, plan, eviction; warm and deep (the direct "
+                   "reader with --deep-threads: the device's ceiling) are diagnostics")
       ->delimiter(',')
       ->check(CLI::IsMember(epochfs::bench::kPrefetchCases))
       ->capture_default_str();

@@ -59,7 +59,7 @@ class PrefetchBench {
   void scan(const std::string& root, const Dataset& d);
   std::unique_ptr<EpochfsMount> mount(const Dataset& d, const std::string& ram_cache);
   std::vector<std::string> inOrder(const Dataset& d, uint64_t seed);
-  EpochRun runDirect(int repeat, const std::vector<std::string>& order);
+  EpochRun runDirect(int repeat, const std::vector<std::string>& order, int threads);
   EpochRun runEpochfs(int repeat, const std::vector<std::string>& order, bool plan, bool warm);
   void runEviction(int repeat);
   json configJson() const;
@@ -89,7 +89,8 @@ void PrefetchBench::setUpSources() {
   if (options_.eviction_files > 0) evict_spec.files = options_.eviction_files;
   evict_spec.classes = std::min(evict_spec.classes, evict_spec.files);
   const bool same = evict_spec.files == options_.spec.files;
-  const bool need_main = wants("direct") || wants("cold") || wants("plan") || wants("warm");
+  const bool need_main =
+      wants("direct") || wants("cold") || wants("plan") || wants("warm") || wants("deep");
   const bool need_evict = wants("eviction");
   const bool separate_evict = need_evict && !(same && need_main);
   if (read_bps_ > 0) {
@@ -155,7 +156,8 @@ std::unique_ptr<EpochfsMount> PrefetchBench::mount(const Dataset& d, const std::
   return m;
 }
 
-EpochRun PrefetchBench::runDirect(int repeat, const std::vector<std::string>& order) {
+EpochRun PrefetchBench::runDirect(int repeat, const std::vector<std::string>& order,
+                                  int threads) {
   dropCaches();
   scan(main_.root, main_);
   EpochRun run;
@@ -164,7 +166,7 @@ EpochRun PrefetchBench::runDirect(int repeat, const std::vector<std::string>& or
   // The readers are this process's threads: it joins the throttled cgroup for the epoch.
   if (throttle() && !throttle()->addProcess(::getpid(), &error)) throw std::runtime_error(error);
   auto dev0 = deviceBytes();
-  run.pass = runOrderedPass(absolute(main_.root, order), options_.threads, computeStep());
+  run.pass = runOrderedPass(absolute(main_.root, order), threads, computeStep());
   auto dev1 = deviceBytes();
   if (throttle() && !throttle()->removeProcess(::getpid(), &error)) throw std::runtime_error(error);
   if (dev0 && dev1) run.device_bytes = *dev1 - *dev0;
@@ -277,6 +279,7 @@ json PrefetchBench::configJson() const {
                  {"mean_kb", options_.spec.mean_kb},
                  {"seed", options_.spec.seed},
                  {"threads", options_.threads},
+                 {"deep_threads", options_.deep_threads},
                  {"repeats", options_.repeats},
                  {"compute_ms", options_.compute_ms},
                  {"cases", options_.cases},
@@ -344,7 +347,9 @@ int PrefetchBench::run() {
         run.repeat = repeat;
         run.pass = runComputeOnlyPass(order.size(), options_.threads, computeStep());
       } else if (name == "direct") {
-        run = runDirect(repeat, order);
+        run = runDirect(repeat, order, options_.threads);
+      } else if (name == "deep") {
+        run = runDirect(repeat, order, options_.deep_threads);
       } else {
         run = runEpochfs(repeat, order, name == "plan", name == "warm");
       }

@@ -38,15 +38,18 @@
 
 namespace epochfs::bench {
 
-// All cases; "warm" is a diagnostic and not run by default.
+// All cases; "warm" and "deep" are diagnostics and not run by default. "deep"
+// is the direct reader with --deep-threads threads: what the source device
+// delivers at a deep queue, the ceiling of any cold epoch on it.
 inline const std::vector<std::string> kPrefetchCases = {"direct", "cold", "plan", "warm",
-                                                        "eviction"};
+                                                        "deep",   "eviction"};
 
 struct PrefetchBenchOptions {
   std::string dir = "/tmp/epochbench-prefetch-data";  // plain-source dataset
   DatasetSpec spec;                                   // --files etc.
   int eviction_files = 4000;                          // 0: same as --files
   int threads = 2;
+  int deep_threads = 16;  // readers of the "deep" case
   int repeats = 3;
   double compute_ms = 4;
   std::string source_throttle;  // "" (plain directory) or a rate like "100M" (B/s, 1024-based)

@@ -310,6 +310,16 @@ void printPrefetchReport(std::FILE* out, const PrefetchResults& results,
                  kLruExpected);
     printEvictionTable(out, results);
   }
+  auto deep = median(results, "deep", kFilesPerS);
+  auto direct = median(results, "direct", kFilesPerS);
+  auto plan = median(results, "plan", kFilesPerS);
+  if (deep && direct && *direct > 0) {
+    // No cold epoch beats the device: when deep / direct < 1.4, neither can plan / direct.
+    std::fprintf(out, "\ndevice ceiling (deep, %d readers): %.2fx direct",
+                 config.value("deep_threads", 0), *deep / *direct);
+    if (plan && *deep > 0) std::fprintf(out, "; plan reaches %.0f%% of it", 100 * *plan / *deep);
+    std::fprintf(out, "\n");
+  }
   std::fprintf(out, "\ntargets (informational):\n");
   size_t width = 0;
   for (const auto& t : targets) width = std::max(width, t.name.size());

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace epochfs::cache {
@@ -30,8 +31,16 @@ class ChunkBuffer {
     return copyOf(bytes.data(), bytes.size());
   }
 
-  ChunkBuffer(ChunkBuffer&&) noexcept = default;
-  ChunkBuffer& operator=(ChunkBuffer&&) noexcept = default;
+  // A moved-from buffer is empty (size 0, no memory).
+  ChunkBuffer(ChunkBuffer&& o) noexcept
+      : mem_(std::move(o.mem_)), size_(std::exchange(o.size_, 0)),
+        capacity_(std::exchange(o.capacity_, 0)) {}
+  ChunkBuffer& operator=(ChunkBuffer&& o) noexcept {
+    mem_ = std::move(o.mem_);
+    size_ = std::exchange(o.size_, 0);
+    capacity_ = std::exchange(o.capacity_, 0);
+    return *this;
+  }
 
   char* data() { return mem_.get(); }
   const char* data() const { return mem_.get(); }

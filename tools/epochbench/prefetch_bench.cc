@@ -166,7 +166,9 @@ EpochRun PrefetchBench::runDirect(int repeat, const std::vector<std::string>& or
   // The readers are this process's threads: it joins the throttled cgroup for the epoch.
   if (throttle() && !throttle()->addProcess(::getpid(), &error)) throw std::runtime_error(error);
   auto dev0 = deviceBytes();
+  auto busy0 = systemCpuTimes();
   run.pass = runOrderedPass(absolute(main_.root, order), threads, computeStep());
+  run.cpu_busy = busyFraction(busy0, systemCpuTimes());
   auto dev1 = deviceBytes();
   if (throttle() && !throttle()->removeProcess(::getpid(), &error)) throw std::runtime_error(error);
   if (dev0 && dev1) run.device_bytes = *dev1 - *dev0;
@@ -202,7 +204,9 @@ EpochRun PrefetchBench::runEpochfs(int repeat, const std::vector<std::string>& o
     run.register_s = std::chrono::duration<double>(Clock::now() - t0).count();
   }
   StatsSampler sampler(*m, t0);
+  auto busy0 = systemCpuTimes();
   run.pass = runOrderedPass(paths, options_.threads, computeStep(), t0);
+  run.cpu_busy = busyFraction(busy0, systemCpuTimes());
   sampler.stop();
   auto after = m->stats(&error);
   auto cpu1 = processCpuSeconds(m->pid());

@@ -65,6 +65,7 @@ const Getter kMbPerS = [](const EpochRun& r) {
 const Getter kStall = [](const EpochRun& r) { return r.stallFraction(); };
 const Getter kLead = [](const EpochRun& r) { return r.lead_files; };
 const Getter kCpu = [](const EpochRun& r) { return r.daemon_cpu_s; };
+const Getter kBusy = [](const EpochRun& r) { return r.cpu_busy; };
 const Getter kSourceMb = [](const EpochRun& r) -> std::optional<double> {
   if (r.device_bytes) return *r.device_bytes / 1e6;
   if (r.source_bytes) return *r.source_bytes / 1e6;
@@ -104,7 +105,7 @@ void printEpochTable(std::FILE* out, const PrefetchResults& results) {
   std::vector<std::vector<std::string>> rows = {
       {"case", "epoch s", "min .. max", "files/s", "min .. max", "MB/s", "waited on source",
        "min .. max", "lead files", "epoch/compute-only", "epoch/sleep-only", "x direct",
-       "source MB", "daemon CPU s"}};
+       "source MB", "daemon CPU s", "CPUs busy"}};
   auto direct = median(results, "direct", kFilesPerS);
   auto floor = median(results, kSleepOnly, kSeconds);
   for (const auto& c : results.cases) {
@@ -125,6 +126,7 @@ void printEpochTable(std::FILE* out, const PrefetchResults& results) {
                                                               : "-");
     row.push_back(cells(c, kSourceMb, number, false)[0]);
     row.push_back(cells(c, kCpu, number, false)[0]);
+    row.push_back(cells(c, kBusy, percent, false)[0]);
     rows.push_back(row);
   }
   printAligned(out, rows);
@@ -212,8 +214,10 @@ std::string optional(const char* fmt, std::optional<double> value) {
 void printEpochProgress(std::FILE* out, const std::string& name, const EpochRun& run, int repeats) {
   auto stall = run.stallFraction();
   std::fprintf(
-      out, "  repeat %d/%d  %-10s %7.2f s %8.0f files/s%s%s%s%s%s%s\n", run.repeat, repeats,
+      out, "  repeat %d/%d  %-10s %7.2f s %8.0f files/s%s%s%s%s%s%s%s\n", run.repeat, repeats,
       name.c_str(), run.pass.seconds, run.pass.filesPerSecond(),
+      optional("  CPUs %.0f%% busy", run.cpu_busy ? std::optional(100 * *run.cpu_busy)
+                                                  : std::nullopt).c_str(),
       optional("  waited %.2f%%", stall ? std::optional(100 * *stall) : std::nullopt).c_str(),
       optional("  lead %.0f files", run.lead_files).c_str(),
       optional("  daemon CPU %.2f s", run.daemon_cpu_s).c_str(),
@@ -354,6 +358,7 @@ json prefetchJson(const PrefetchResults& results, const std::vector<Target>& tar
       if (r.source_bytes) run["source_read_bytes"] = *r.source_bytes;
       if (r.device_bytes) run["device_read_bytes"] = *r.device_bytes;
       if (r.daemon_cpu_s) run["daemon_cpu_s"] = *r.daemon_cpu_s;
+      if (r.cpu_busy) run["cpu_busy"] = *r.cpu_busy;
       if (r.pushed_files) run["pushed_files"] = *r.pushed_files;
       if (r.daemon_reads) run["daemon_read_requests"] = *r.daemon_reads;
       if (!r.samples.empty()) run["samples"] = r.samples;

@@ -27,6 +27,7 @@ struct EpochRun {
   std::optional<uint64_t> source_bytes;  // daemon tiers.source.read_bytes (epochfs cases)
   std::optional<uint64_t> device_bytes;  // cgroup read bytes (with --source-throttle)
   std::optional<double> daemon_cpu_s;    // epochfs cases
+  std::optional<double> cpu_busy;        // share of all CPUs busy during the pass
   nlohmann::json samples = nlohmann::json::array();  // stats sampled during the epoch
 
   std::optional<double> stallFraction() const {

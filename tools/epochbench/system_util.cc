@@ -166,6 +166,26 @@ bool waitForMount(const std::string& path, double timeout_s) {
   return true;
 }
 
+std::optional<CpuTimes> systemCpuTimes() {
+  std::istringstream in(readSmallFile("/proc/stat"));
+  std::string label;
+  if (!(in >> label) || label != "cpu") return std::nullopt;
+  CpuTimes t;
+  unsigned long long v = 0;
+  for (int i = 0; i < 8 && in >> v; ++i) {  // user nice system idle iowait irq softirq steal
+    t.total += v;
+    if (i != 3 && i != 4) t.busy += v;
+  }
+  if (t.total == 0) return std::nullopt;
+  return t;
+}
+
+std::optional<double> busyFraction(const std::optional<CpuTimes>& a,
+                                   const std::optional<CpuTimes>& b) {
+  if (!a || !b || b->total <= a->total) return std::nullopt;
+  return static_cast<double>(b->busy - a->busy) / static_cast<double>(b->total - a->total);
+}
+
 std::optional<double> processCpuSeconds(pid_t pid) {
   std::string stat = readSmallFile("/proc/" + std::to_string(pid) + "/stat");
   size_t paren = stat.rfind(')');  // comm may contain spaces and ')'

@@ -37,6 +37,16 @@ bool waitForMount(const std::string& path, double timeout_s);
 // utime + stime of process `pid`, all threads, in seconds.
 std::optional<double> processCpuSeconds(pid_t pid);
 
+// All CPUs' busy and total jiffies since boot (/proc/stat "cpu" line; busy
+// excludes idle and iowait). The busy share of a pass is the difference of two.
+struct CpuTimes {
+  uint64_t busy = 0, total = 0;
+};
+std::optional<CpuTimes> systemCpuTimes();
+// Busy fraction between two readings (nullopt if either is missing).
+std::optional<double> busyFraction(const std::optional<CpuTimes>& a,
+                                   const std::optional<CpuTimes>& b);
+
 // First process whose argv[0] has basename `program` and whose argv contains
 // `mountpoint`.
 std::optional<pid_t> findProcessByMount(const std::string& program, const std::string& mountpoint);

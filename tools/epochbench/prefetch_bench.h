@@ -39,8 +39,8 @@
 namespace epochfs::bench {
 
 // All cases; "warm" and "deep" are diagnostics and not run by default. "deep"
-// is the direct reader with --deep-threads threads: what the source device
-// delivers at a deep queue, the ceiling of any cold epoch on it.
+// is the direct reader with --deep-threads threads: about what the source
+// device delivers at all (a deep queue), so about the ceiling of a cold epoch.
 inline const std::vector<std::string> kPrefetchCases = {"direct", "cold", "plan", "warm",
                                                         "deep",   "eviction"};
 

@@ -318,7 +318,8 @@ void printPrefetchReport(std::FILE* out, const PrefetchResults& results,
   auto direct = median(results, "direct", kFilesPerS);
   auto plan = median(results, "plan", kFilesPerS);
   if (deep && direct && *direct > 0) {
-    // No cold epoch beats the device: when deep / direct < 1.4, neither can plan / direct.
+    // Many plain readers come close to what the device gives at all: a plan epoch cannot go
+    // far beyond them, so deep / direct bounds what plan / direct can reach.
     std::fprintf(out, "\ndevice ceiling (deep, %d readers): %.2fx direct",
                  config.value("deep_threads", 0), *deep / *direct);
     if (plan && *deep > 0) std::fprintf(out, "; plan reaches %.0f%% of it", 100 * *plan / *deep);

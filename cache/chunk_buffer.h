@@ -49,8 +49,6 @@ class ChunkBuffer {
   bool empty() const { return size_ == 0; }
   char& operator[](size_t i) { return mem_.get()[i]; }
   char operator[](size_t i) const { return mem_.get()[i]; }
-  const char* begin() const { return data(); }
-  const char* end() const { return data() + size_; }
 
   // Shrinks in place, or grows into new storage (the first size() bytes kept,
   // the rest uninitialised).

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -28,24 +28,16 @@ class PosixSourceTest : public ::testing::Test {
     source_ = std::move(s).value();
   }
   void TearDown() override {
-    std::string rm = "rm -rf '";
-    rm += dir_;
-    rm += "'";
-    EXPECT_EQ(std::system(rm.c_str()), 0);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
   }
 
   std::vector<char> write(const std::string& name, size_t size) {
     std::vector<char> bytes(size);
     for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>((i * 131 + size) % 251);
-    std::ofstream(pathOf(name), std::ios::binary)
+    std::ofstream(std::filesystem::path(dir_) / name, std::ios::binary)
         .write(bytes.data(), static_cast<std::streamsize>(size));
     return bytes;
-  }
-  std::string pathOf(const std::string& name) const {
-    std::string p = dir_;
-    p += '/';
-    p += name;
-    return p;
   }
   FileIdentity identity(const std::string& name) {
     auto st = source_->lstat(name);

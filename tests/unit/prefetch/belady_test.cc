@@ -29,6 +29,7 @@
 #include "prefetch/access_plan.h"
 #include "prefetch/prefetcher.h"
 #include "tests/unit/prefetch/fake_source.h"
+#include "tests/unit/prefetch/prefetch_test_util.h"
 
 namespace epochfs::prefetch {
 namespace {
@@ -278,7 +279,7 @@ using testing::LatencySource;
 // Source + RAM tier of `capacityBytes` + chunk cache + prefetcher (the tier's advisor).
 struct Rig {
   Rig(const PrefetchOptions& po, uint64_t capacityBytes, std::chrono::microseconds latency)
-      : source(latency), ram(capacityBytes), cache(options(), source, ram, nullptr) {
+      : source(latency), ram(capacityBytes), cache(testing::cacheOptions(kDataset), source, ram, nullptr) {
     spdlog::set_level(spdlog::level::warn);
     prefetcher = std::make_unique<Prefetcher>(po, cache);
     ram.setAdvisor(prefetcher.get());
@@ -286,12 +287,6 @@ struct Rig {
   ~Rig() {
     ram.setAdvisor(nullptr);
     prefetcher.reset();
-  }
-  static cache::ChunkCache::Options options() {
-    cache::ChunkCache::Options o;
-    o.datasetId = kDataset;
-    o.chunkSize = 4096;
-    return o;
   }
   std::vector<PlanEntry> addFiles(int n, size_t size) {
     std::vector<PlanEntry> out;

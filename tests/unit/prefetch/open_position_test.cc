@@ -76,7 +76,7 @@ class RecordingPusher : public PagePusher {
 struct Rig {
   // `byOpens`: position from opens; false: set po.pushSentinelEvery.
   explicit Rig(PrefetchOptions po, bool byOpens = true)
-      : ram(16ull << 20), cache(cacheOptions(), source, ram, nullptr) {
+      : ram(16ull << 20), cache(testing::cacheOptions(7), source, ram, nullptr) {
     spdlog::set_level(spdlog::level::warn);
     po.positionFromOpens = byOpens;
     prefetcher = std::make_unique<Prefetcher>(po, cache);
@@ -87,12 +87,6 @@ struct Rig {
     pusher.open();
     ram.setAdvisor(nullptr);
     prefetcher.reset();
-  }
-  static ChunkCache::Options cacheOptions() {
-    ChunkCache::Options o;
-    o.datasetId = 7;
-    o.chunkSize = kChunkSize;
-    return o;
   }
   std::vector<PlanEntry> addFiles(int n, size_t size, const std::string& prefix = "f") {
     return testing::addPlanFiles(source, n, size, prefix);

@@ -113,7 +113,7 @@ struct StagingRig {
         peers(source),
         ram(16ull << 20),
         staging(1 << 20),
-        cache(options(), source, ram, nullptr) {
+        cache(testing::cacheOptions(42), source, ram, nullptr) {
     spdlog::set_level(spdlog::level::warn);
     cache.setPeers(&peers);
     cache.setStaging(&staging);
@@ -126,12 +126,6 @@ struct StagingRig {
   ~StagingRig() {
     ram.setAdvisor(nullptr);
     prefetcher.reset();
-  }
-  static ChunkCache::Options options() {
-    ChunkCache::Options o;
-    o.datasetId = 42;
-    o.chunkSize = kChunkSize;
-    return o;
   }
   PlanEntry add(const std::string& name, size_t size) {
     PlanEntry e;

@@ -1,6 +1,6 @@
-// Helpers shared by the prefetcher's unit tests: the chunk size they use, a
-// bounded wait for a condition, and whole-file plan entries over a
-// LatencySource.
+// Helpers shared by the prefetcher's unit tests: the chunk size they use and
+// ChunkCache options with it, a bounded wait for a condition, and whole-file
+// plan entries over a LatencySource.
 #pragma once
 
 #include <chrono>
@@ -10,12 +10,21 @@
 #include <thread>
 #include <vector>
 
+#include "cache/chunk_cache.h"
 #include "prefetch/access_plan.h"
 #include "tests/unit/prefetch/fake_source.h"
 
 namespace epochfs::prefetch::testing {
 
 inline constexpr uint32_t kChunkSize = 4096;
+
+// ChunkCache options of a rig: its dataset id and kChunkSize.
+inline cache::ChunkCache::Options cacheOptions(uint64_t datasetId) {
+  cache::ChunkCache::Options o;
+  o.datasetId = datasetId;
+  o.chunkSize = kChunkSize;
+  return o;
+}
 
 // Polls `pred` every 2 ms; false when it still fails after `timeout`.
 inline bool waitFor(const std::function<bool()>& pred,

@@ -43,7 +43,7 @@ using testing::waitFor;
 class Rig {
  public:
   Rig(const PrefetchOptions& po, std::chrono::microseconds latency, uint64_t ramBytes = 16ull << 20)
-      : source(latency), ram(ramBytes), cache(cacheOptions(), source, ram, nullptr) {
+      : source(latency), ram(ramBytes), cache(testing::cacheOptions(42), source, ram, nullptr) {
     spdlog::set_level(spdlog::level::warn);
     prefetcher = std::make_unique<Prefetcher>(po, cache);
     ram.setAdvisor(prefetcher.get());
@@ -51,13 +51,6 @@ class Rig {
   ~Rig() {
     ram.setAdvisor(nullptr);
     prefetcher.reset();
-  }
-
-  static ChunkCache::Options cacheOptions() {
-    ChunkCache::Options o;
-    o.datasetId = 42;
-    o.chunkSize = kChunkSize;
-    return o;
   }
 
   std::vector<PlanEntry> addFiles(int n, size_t size, const std::string& prefix = "f") {
@@ -660,7 +653,7 @@ TEST(ChunkCacheRaceTest, MissThatLosesTheRaceDoesNotReadAgain) {
   LatencySource source(50ms);
   cache::RamTier ram(1 << 20);
   PausingStore store(ram);
-  cache::ChunkCache cache(Rig::cacheOptions(), source, store, nullptr);
+  cache::ChunkCache cache(testing::cacheOptions(42), source, store, nullptr);
   const cache::FileIdentity id = source.addFile("x", 1000);
 
   std::thread a([&] { EXPECT_TRUE(cache.get("x", id, 0).isOk()); });

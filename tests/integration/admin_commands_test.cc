@@ -9,15 +9,46 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "tests/integration/admin_shapes.h"
 #include "tests/integration/admin_test_util.h"
 
 namespace epochfs::itest {
 namespace {
+
+// True once every thread of `pid` is in the stopped state ('T' in
+// /proc/PID/task/TID/stat), false after timeoutSec.
+bool allThreadsStopped(pid_t pid, double timeoutSec) {
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration<double>(timeoutSec);
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  while (std::chrono::steady_clock::now() < until) {
+    bool all = true;
+    std::error_code ec;
+    for (const auto& t : std::filesystem::directory_iterator(tasks, ec)) {
+      std::ifstream stat(t.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      // The state follows the ")" that closes the command name.
+      const auto close = line.rfind(')');
+      if (close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'T') {
+        all = false;
+        break;
+      }
+    }
+    if (all && !ec) return true;
+    usleep(2000);
+  }
+  return false;
+}
 
 class AdminCommandsTest : public MountTest {
  protected:
@@ -342,8 +373,27 @@ TEST_F(AdminCommandsTest, ClearErrorsForNonMountsAndSilentDaemons) {
   const pid_t pid = daemonPid();
   ASSERT_GT(pid, 0);
   ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  // kill() returns before the daemon's threads stop: one still running could
+  // take epochctl's request off /dev/fuse and then stop, leaving epochctl in
+  // an uninterruptible wait. Ask only once all of them are stopped.
+  ASSERT_TRUE(allThreadsStopped(pid, 10)) << "daemon " << pid << " did not stop";
+  // If epochctl hangs anyway, resume the daemon so that the test fails
+  // instead of hanging.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool asked = false;
+  std::thread watchdog([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(40), [&] { return asked; });
+    kill(pid, SIGCONT);
+  });
   r = runCtl({"status", mnt_}, 30);
-  kill(pid, SIGCONT);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    asked = true;
+  }
+  cv.notify_all();
+  watchdog.join();
   EXPECT_EQ(r.exitCode, 3) << r.describe();
   EXPECT_TRUE(oneErrorLine(r, "daemon not responding"));
   EXPECT_LT(r.seconds, 15);

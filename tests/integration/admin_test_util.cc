@@ -39,7 +39,12 @@ void reap(pid_t pid, double timeoutSec, Clock::time_point t0, ProcResult& r) {
     if (waitpid(pid, &status, WNOHANG) == pid) break;
     if (since(t0) > timeoutSec) {
       kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
+      // A child stuck in a FUSE request its daemon never answers cannot die
+      // until the daemon does: give up on it after 10 s rather than hang.
+      const auto killedAt = Clock::now();
+      while (waitpid(pid, &status, WNOHANG) != pid && since(killedAt) < 10) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
       r.timedOut = true;
       break;
     }

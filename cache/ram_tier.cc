@@ -65,8 +65,7 @@ RamTier::RamTier(uint64_t capacityBytes) : capacity_(capacityBytes) {
 RamTier::~RamTier() = default;
 
 RamTier::Shard& RamTier::shardFor(uint64_t hash) const {
-  // The map buckets use the low bits; pick shards with higher ones.
-  return shards_[(hash >> 40) & (shardCount_ - 1)];
+  return shards_[shardIndex(hash, shardCount_)];
 }
 
 uint64_t RamTier::maxChunkBytes() const { return capacity_ / shardCount_; }

@@ -59,6 +59,13 @@ class RamTier : public ChunkStore {
   static constexpr int kVictimScan = 64;
 
   size_t shardCount() const { return shardCount_; }
+  // The shard a key hash lands in among `shardCount` (a power of two up to
+  // kMaxShards). With fewer shards the index is the low bits of the index
+  // among kMaxShards: `chunk_shards` (epochctl mrc) relies on that.
+  static size_t shardIndex(uint64_t keyHash, size_t shardCount) {
+    // The map buckets use the low bits; pick shards with higher ones.
+    return (keyHash >> 40) & (shardCount - 1);
+  }
   // The largest chunk insert() accepts: the capacity of one shard.
   uint64_t maxChunkBytes() const;
 

@@ -85,6 +85,10 @@ void AdminCommands::registerAll(AdminServer& server) {
     auth_.requireReader(s);
     return plans_.page(req.value("rank", 0), req.value("offset", uint64_t{0}));
   });
+  server.handle("chunk_shards", [this](const json& req, AdminSession& s) {
+    auth_.requireReader(s);
+    return chunkShards(req);
+  });
   server.handle("refresh", [this](const json&, AdminSession& s) {
     auth_.requireAdmin(s);
     auto r = refresher_.refresh();
@@ -119,6 +123,48 @@ void AdminCommands::registerAll(AdminServer& server) {
   });
   registerOrder(server);
   cacheCommands_.registerAll(server);
+}
+
+json AdminCommands::chunkShards(const json& req) const {
+  static_assert(cache::RamTier::kMaxShards <= 16, "one hex digit per chunk");
+  const json files = req.value("files", json::array());
+  if (!files.is_array()) throw AdminError::invalid("files must be an array");
+  json out = json::array();
+  uint64_t total = 0;
+  for (const json& f : files) {
+    if (!f.is_array() || f.size() != 3 || !f[1].is_number_unsigned() ||
+        !f[2].is_number_unsigned()) {
+      throw AdminError::invalid("each file is [file id or path, first chunk, chunks]");
+    }
+    const uint64_t first = f[1].get<uint64_t>(), count = f[2].get<uint64_t>();
+    total += count;
+    if (total > kMaxChunkShards || first > UINT32_MAX - count) {
+      throw AdminError::tooLarge("more than " + std::to_string(kMaxChunkShards) +
+                                 " chunks in one request");
+    }
+    uint64_t fileId = 0;
+    if (f[0].is_number_unsigned()) {
+      fileId = f[0].get<uint64_t>();
+    } else {
+      auto raw = decodeAdminPath(f[0]);
+      if (!raw.isOk()) throw AdminError::from(raw.status());
+      auto ino = resolveAdminPath(m_.ns, *raw);
+      if (!ino.isOk() && ino.status().code() == cache::Status::Code::kNotFound) {
+        out.push_back(nullptr);
+        continue;
+      }
+      if (!ino.isOk()) throw AdminError::from(ino.status());
+      fileId = m_.ns.fileId(*ino);
+    }
+    std::string digits(count, '0');
+    for (uint64_t i = 0; i < count; ++i) {
+      const auto key = m_.cache.keyFor(fileId, static_cast<uint32_t>(first + i));
+      digits[i] =
+          "0123456789abcdef"[cache::RamTier::shardIndex(key.hash, cache::RamTier::kMaxShards)];
+    }
+    out.push_back(std::move(digits));
+  }
+  return {{"max_shards", cache::RamTier::kMaxShards}, {"shards", out}};
 }
 
 void AdminCommands::registerOrder(AdminServer& server) {

@@ -1,7 +1,7 @@
 // AdminCommands: what the admin socket can ask of a mount — the handlers
 // registered on the AdminServer, answering from the mount's parts (MountState,
 // non-owning) and enforcing who may do what (AdminAuth). Commands (docs/ADMIN.md):
-//   readers: status, stats, metrics, peers, plans, plan_entries, ls
+//   readers: status, stats, metrics, peers, plans, plan_entries, chunk_shards, ls
 //   admins:  order_begin/append/commit, order_clear, refresh, unmount,
 //            warm_add/start/progress, evict
 // ls, warm and evict live in CacheCommands.
@@ -63,6 +63,12 @@ class AdminCommands {
 
  private:
   void registerOrder(AdminServer& server);
+  // chunk_shards: the RAM shard (among RamTier::kMaxShards, a hex digit) of
+  // each chunk asked for, so that `epochctl mrc` partitions chunks as this
+  // mount does. Files are [file id or path, first chunk, chunks]; an unknown
+  // path answers null.
+  nlohmann::json chunkShards(const nlohmann::json& req) const;
+  static constexpr uint64_t kMaxChunkShards = 16384;  // per request: the reply stays under 64 KiB
   // stats' "memory": the limit, the budgets derived from it, the RSS now.
   nlohmann::json memoryJson() const;
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,20 +25,88 @@ using nlohmann::json;
 
 namespace {
 
-// Files named by the orders, by key (path or daemon file id), with sizes.
+// Files named by the orders, by key (path or daemon file id), with sizes and
+// how chunk_shards names them (the file id, or the path as requests encode it).
 class FileTable {
  public:
-  uint32_t index(const std::string& key, uint64_t size) {
+  uint32_t index(const std::string& key, uint64_t size, const json& ref) {
     auto [it, inserted] = ids_.try_emplace(key, static_cast<uint32_t>(sizes_.size()));
-    if (inserted) sizes_.push_back(size);
+    if (inserted) {
+      sizes_.push_back(size);
+      refs_.push_back(ref);
+    }
     return it->second;
   }
   std::vector<uint64_t>& sizes() { return sizes_; }
+  const json& ref(uint32_t file) const { return refs_[file]; }
+  uint32_t refSize() const { return static_cast<uint32_t>(refs_.size()); }
 
  private:
   std::unordered_map<std::string, uint32_t> ids_;
   std::vector<uint64_t> sizes_;
+  std::vector<json> refs_;
 };
+
+// Gives the model the mount's partition of every chunk into RAM shards
+// (chunk_shards, in batches under the message cap). False when the daemon
+// does not answer it (an older one): the model then splits by its own hash.
+bool loadMountShards(AdminClient& client, const FileTable& files, MrcModel& model) {
+  constexpr uint64_t kChunksPerCall = 16384;  // AdminCommands::kMaxChunkShards
+  constexpr size_t kRequestBytes = 40 << 10;
+  json batch = json::array();
+  std::vector<uint32_t> batchFiles;
+  uint64_t chunks = 0;
+  size_t bytes = 0;
+  bool first = true;
+  auto flush = [&]() -> bool {
+    if (batch.empty()) return true;
+    json reply;
+    try {
+      reply = client.call({{"cmd", "chunk_shards"}, {"files", batch}});
+    } catch (const CtlError&) {
+      if (first) return false;
+      throw;
+    }
+    first = false;
+    const json& shards = reply["shards"];
+    if (!shards.is_array() || shards.size() != batch.size()) {
+      throw CtlError("malformed chunk_shards reply from the daemon");
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!shards[i].is_string()) continue;  // gone from the mount: the model's hash
+      const std::string& digits = shards[i].get_ref<const std::string&>();
+      const uint32_t from = batch[i][1].get<uint32_t>();
+      for (size_t c = 0; c < digits.size() && c < batch[i][2].get<uint64_t>(); ++c) {
+        const int d = std::isdigit(static_cast<unsigned char>(digits[c])) ? digits[c] - '0'
+                                                                          : digits[c] - 'a' + 10;
+        if (d < 0 || d > 15) throw CtlError("malformed chunk_shards reply from the daemon");
+        model.setChunkShard(batchFiles[i], from + static_cast<uint32_t>(c),
+                            static_cast<uint8_t>(d));
+      }
+    }
+    batch = json::array();
+    batchFiles.clear();
+    chunks = 0;
+    bytes = 0;
+    return true;
+  };
+  for (uint32_t f = 0; f < files.refSize(); ++f) {
+    const uint32_t n = model.fileChunks(f);
+    for (uint32_t from = 0; from < n;) {
+      const uint32_t take = static_cast<uint32_t>(std::min<uint64_t>(n - from, kChunksPerCall));
+      const size_t entryBytes = files.ref(f).dump().size() + 24;
+      if (chunks + take > kChunksPerCall || bytes + entryBytes > kRequestBytes) {
+        if (!flush()) return false;
+      }
+      batch.push_back({files.ref(f), from, take});
+      batchFiles.push_back(f);
+      chunks += take;
+      bytes += entryBytes;
+      from += take;
+    }
+  }
+  return flush();
+}
 
 bool safeRelative(const std::string& p) {
   if (p.empty() || p[0] == '/') return false;
@@ -82,7 +151,8 @@ std::vector<MrcModel::Entry> readOrderFile(const std::string& file, const std::s
                      "): not a regular file under " + mount);
     }
     const uint64_t size = static_cast<uint64_t>(st.st_size);
-    out.push_back({files.index(path, size), offset, std::min(length, size)});
+    out.push_back(
+        {files.index(path, size, PathList::encode(path)), offset, std::min(length, size)});
     ++n;
   }
   return out;
@@ -99,8 +169,9 @@ std::vector<MrcModel::Entry> registeredOrder(AdminClient& client, const json& pl
     while (!offset.is_null()) {
       json page = client.call({{"cmd", "plan_entries"}, {"rank", p["rank"]}, {"offset", offset}});
       for (const json& e : page["entries"]) {
-        entries.push_back({files.index(std::to_string(e[0].get<uint64_t>()), e[1].get<uint64_t>()),
-                           e[2].get<uint64_t>(), e[3].get<uint64_t>()});
+        entries.push_back(
+            {files.index(std::to_string(e[0].get<uint64_t>()), e[1].get<uint64_t>(), e[0]),
+             e[2].get<uint64_t>(), e[3].get<uint64_t>()});
       }
       offset = page["next_offset"];
     }
@@ -162,6 +233,11 @@ json runMrc(AdminClient& client, const MrcOptions& o) {
   }
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  // Sharded sizes use the mount's own partition of chunks into shards.
+  std::string partition = "unsharded";
+  if (!sizes.empty() && MrcModel::shardsFor(sizes.back()) > 1) {
+    partition = loadMountShards(client, files, model) ? "mount" : "model_hash";
+  }
   json points = json::array();
   for (const auto& p : model.run(sizes)) {
     points.push_back({{"cache_bytes", p.cacheBytes},
@@ -179,6 +255,7 @@ json runMrc(AdminClient& client, const MrcOptions& o) {
           {"accessed_bytes", model.accessedBytes()},
           {"unique_bytes", unique},
           {"ram_capacity_bytes", info.value("ram_capacity_bytes", uint64_t{0})},
+          {"shard_partition", partition},
           {"points", points}};
 }
 

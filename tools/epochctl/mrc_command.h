@@ -28,7 +28,9 @@ struct MrcOptions {
 };
 
 // {"source", "chunk_size", "epochs", "entries", "accesses", "accessed_bytes",
-//  "unique_bytes", "ram_capacity_bytes", "points": [{"cache_bytes", "shards",
+//  "unique_bytes", "ram_capacity_bytes", "shard_partition" ("mount": the RAM
+//  tier's own, from chunk_shards; "model_hash"; "unsharded"),
+//  "points": [{"cache_bytes", "shards",
 //  "lru": {"all", "warm"}, "order_aware": {...}, "belady": {...}}]}
 nlohmann::json runMrc(AdminClient& client, const MrcOptions& options);
 std::string formatMrc(const nlohmann::json& result);

@@ -96,8 +96,24 @@ uint64_t MrcModel::uniqueBytes() const {
   return n;
 }
 
+void MrcModel::setChunkShard(uint32_t file, uint32_t chunk, uint8_t shard) {
+  if (file >= fileSizes_.size() || chunk >= fileChunks(file)) {
+    throw std::out_of_range("shard for an unknown chunk");
+  }
+  if (itemShard_.empty()) itemShard_.assign(itemBytes_.size(), kNoShard);
+  itemShard_[itemBase_[file] + chunk] = shard;
+}
+
+uint32_t MrcModel::fileChunks(uint32_t file) const {
+  const uint32_t end =
+      file + 1 < itemBase_.size() ? itemBase_[file + 1] : static_cast<uint32_t>(itemBytes_.size());
+  return end - itemBase_[file];
+}
+
 uint32_t MrcModel::shardOf(uint32_t item, unsigned shards) const {
-  return shards == 1 ? 0 : static_cast<uint32_t>((splitmix64(item) >> 40) & (shards - 1));
+  if (shards == 1) return 0;
+  if (!itemShard_.empty() && itemShard_[item] != kNoShard) return itemShard_[item] & (shards - 1);
+  return static_cast<uint32_t>((splitmix64(item) >> 40) & (shards - 1));
 }
 
 MrcModel::Ratios MrcModel::ratios(const std::vector<uint8_t>& hit) const {

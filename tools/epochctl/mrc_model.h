@@ -11,7 +11,8 @@
 //   an access hits iff the bytes of distinct chunks used since its previous
 //   use, itself included, fit. The tier's shards (RamTier: up to 16, each at
 //   least 32 MiB) are modelled by partitioning chunks over as many shards,
-//   each with its share of the capacity.
+//   each with its share of the capacity: the mount's own partition when
+//   setChunkShard() gave it (the daemon's chunk_shards), else the model's hash.
 // - order_aware: the RAM tier with each epoch's order registered — what
 //   epochfs does, simulated step by step: LRU list, a consumed entry's chunks
 //   demoted to the cold end, and on eviction the chunk whose file is needed
@@ -53,6 +54,11 @@ class MrcModel {
   // Appends one epoch (in read order).
   void addEpoch(const std::vector<Entry>& entries);
 
+  // The RAM shard of a file's chunk among kMaxShards (0..15; with fewer
+  // shards its low bits), as the mount places it.
+  void setChunkShard(uint32_t file, uint32_t chunk, uint8_t shard);
+  uint32_t fileChunks(uint32_t file) const;
+
   std::vector<Point> run(const std::vector<uint64_t>& cacheSizes) const;
 
   size_t epochs() const { return epochStarts_.size(); }
@@ -67,6 +73,7 @@ class MrcModel {
 
  private:
   static constexpr uint32_t kNever = UINT32_MAX;
+  static constexpr uint8_t kNoShard = 0xff;
 
   uint32_t shardOf(uint32_t item, unsigned shards) const;
   // Byte stack distance of every access under `shards` shards (UINT64_MAX: first use).
@@ -81,6 +88,7 @@ class MrcModel {
   std::vector<uint32_t> itemBase_;   // first chunk item of each file
   std::vector<uint32_t> itemBytes_;  // bytes of each chunk item
   std::vector<uint32_t> itemFile_;   // file of each chunk item
+  std::vector<uint8_t> itemShard_;   // the mount's shard of each item (kNoShard: unknown)
   // The trace: one access per chunk per entry.
   std::vector<uint32_t> accItem_;
   std::vector<uint8_t> accWarm_;       // 1 in epochs after the first

@@ -114,6 +114,30 @@ TEST(RamTierTest, ShardsLargeCaches) {
   EXPECT_EQ(small.shardCount(), 1u);
 }
 
+// shardIndex is where a chunk lives: a 2-shard tier fills one shard while the
+// other has room. Fewer shards take the low bits of the index among
+// kMaxShards (what chunk_shards tells epochctl mrc).
+TEST(RamTierTest, ShardIndexPlacesChunks) {
+  for (uint64_t h : {0x0ull, 0x123456789abcdef0ull, ~0ull, 0xfedcba9876543210ull}) {
+    for (size_t n = 1; n <= RamTier::kMaxShards; n *= 2) {
+      EXPECT_EQ(RamTier::shardIndex(h, n), RamTier::shardIndex(h, RamTier::kMaxShards) & (n - 1));
+    }
+  }
+  RamTier tier(2 * RamTier::kMinShardBytes);
+  ASSERT_EQ(tier.shardCount(), 2u);
+  std::vector<uint64_t> inShard[2];
+  for (uint64_t f = 0; inShard[0].size() < 40 || inShard[1].size() < 4; ++f) {
+    inShard[RamTier::shardIndex(keyOf(f, 0).hash, 2)].push_back(f);
+  }
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(tier.insert(chunkOf(inShard[1][i], 0, 1 << 20)));
+  // 33 MiB into a 32 MiB shard while the tier as a whole has room.
+  for (int i = 0; i < 33; ++i) ASSERT_TRUE(tier.insert(chunkOf(inShard[0][i], 0, 1 << 20)));
+  EXPECT_FALSE(tier.contains(keyOf(inShard[0][0], 0)));
+  EXPECT_TRUE(tier.contains(keyOf(inShard[0][32], 0)));
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(tier.contains(keyOf(inShard[1][i], 0)));
+  EXPECT_EQ(tier.usage().evictions, 1u);
+}
+
 TEST(RamTierTest, CapacityNeverExceeded) {
   constexpr uint64_t kCap = 128 << 20;  // 4 shards of 32 MiB
   RamTier tier(kCap);

@@ -25,8 +25,8 @@ namespace epochfs::itest {
 namespace {
 
 // True once every thread of `pid` is in the stopped state ('T' in
-// /proc/PID/task/TID/stat), false after timeoutSec.
-bool allThreadsStopped(pid_t pid, double timeoutSec) {
+// /proc/PID/task/TID/stat), false after timeoutSec. (Unused under ASan.)
+[[maybe_unused]] bool allThreadsStopped(pid_t pid, double timeoutSec) {
   const auto until = std::chrono::steady_clock::now() +
                      std::chrono::duration<double>(timeoutSec);
   const std::string tasks = "/proc/" + std::to_string(pid) + "/task";

@@ -137,11 +137,12 @@ json AdminCommands::chunkShards(const json& req) const {
       throw AdminError::invalid("each file is [file id or path, first chunk, chunks]");
     }
     const uint64_t first = f[1].get<uint64_t>(), count = f[2].get<uint64_t>();
-    total += count;
-    if (total > kMaxChunkShards || first > UINT32_MAX - count) {
+    if (count > kMaxChunkShards - total) {
       throw AdminError::tooLarge("more than " + std::to_string(kMaxChunkShards) +
                                  " chunks in one request");
     }
+    total += count;
+    if (first > (uint64_t{1} << 32) - count) throw AdminError::tooLarge("chunk index out of range");
     uint64_t fileId = 0;
     if (f[0].is_number_unsigned()) {
       fileId = f[0].get<uint64_t>();

@@ -158,7 +158,9 @@ TEST_F(AdminMrcTest, ChunkShardsNamesEachChunksShard) {
     EXPECT_EQ(r.value("code", ""), "invalid") << r.dump();
   }
   for (const json& big : {json{{"cmd", "chunk_shards"}, {"files", {{"a.bin", 0, 16385}}}},
-                          json{{"cmd", "chunk_shards"}, {"files", {{fileId, 4294967295u, 2}}}}}) {
+                          json{{"cmd", "chunk_shards"}, {"files", {{fileId, 4294967295u, 2}}}},
+                          json{{"cmd", "chunk_shards"},
+                               {"files", {{fileId, 0, 5}, {fileId, 0, ~uint64_t{0} - 4}}}}}) {
     r = adminRequest(mnt_, big);
     EXPECT_EQ(r.value("code", ""), "too_large") << r.dump();
   }

@@ -85,7 +85,7 @@ void AdminCommands::registerAll(AdminServer& server) {
     auth_.requireReader(s);
     return plans_.page(req.value("rank", 0), req.value("offset", uint64_t{0}));
   });
-  server.handle("chunk_shards", [this](const json& req, AdminSession& s) {
+  server.handle(admin::kCmdChunkShards, [this](const json& req, AdminSession& s) {
     auth_.requireReader(s);
     return chunkShards(req);
   });
@@ -137,8 +137,8 @@ json AdminCommands::chunkShards(const json& req) const {
       throw AdminError::invalid("each file is [file id or path, first chunk, chunks]");
     }
     const uint64_t first = f[1].get<uint64_t>(), count = f[2].get<uint64_t>();
-    if (count > kMaxChunkShards - total) {
-      throw AdminError::tooLarge("more than " + std::to_string(kMaxChunkShards) +
+    if (count > admin::kMaxChunkShards - total) {
+      throw AdminError::tooLarge("more than " + std::to_string(admin::kMaxChunkShards) +
                                  " chunks in one request");
     }
     total += count;

@@ -68,7 +68,6 @@ class AdminCommands {
   // mount does. Files are [file id or path, first chunk, chunks]; an unknown
   // path answers null.
   nlohmann::json chunkShards(const nlohmann::json& req) const;
-  static constexpr uint64_t kMaxChunkShards = 16384;  // per request: the reply stays under 64 KiB
   // stats' "memory": the limit, the budgets derived from it, the RSS now.
   nlohmann::json memoryJson() const;
 

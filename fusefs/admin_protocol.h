@@ -32,6 +32,11 @@ inline constexpr const char* kCmdOrderBegin = "order_begin";
 inline constexpr const char* kCmdOrderAppend = "order_append";
 inline constexpr const char* kCmdOrderCommit = "order_commit";
 inline constexpr const char* kCmdOrderClear = "order_clear";
+// chunk_shards {files: [[file id or path, first chunk, chunks]...]} -> {shards:
+// ["0f3a..." or null...]}: each chunk's RAM shard among 16, for `epochctl mrc`.
+// At most kMaxChunkShards chunks a request, so that the reply fits a message.
+inline constexpr const char* kCmdChunkShards = "chunk_shards";
+inline constexpr uint64_t kMaxChunkShards = 16384;
 
 namespace detail {
 inline bool writeAll(int fd, const char* p, size_t n) {

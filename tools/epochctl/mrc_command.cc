@@ -15,6 +15,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "fusefs/admin_protocol.h"
 #include "tools/epochctl/formatting.h"
 #include "tools/epochctl/mrc_model.h"
 #include "tools/epochctl/path_list.h"
@@ -51,7 +52,6 @@ class FileTable {
 // (chunk_shards, in batches under the message cap). False when the daemon
 // does not answer it (an older one): the model then splits by its own hash.
 bool loadMountShards(AdminClient& client, const FileTable& files, MrcModel& model) {
-  constexpr uint64_t kChunksPerCall = 16384;  // AdminCommands::kMaxChunkShards
   constexpr size_t kRequestBytes = 40 << 10;
   json batch = json::array();
   std::vector<uint32_t> batchFiles;
@@ -62,7 +62,7 @@ bool loadMountShards(AdminClient& client, const FileTable& files, MrcModel& mode
     if (batch.empty()) return true;
     json reply;
     try {
-      reply = client.call({{"cmd", "chunk_shards"}, {"files", batch}});
+      reply = client.call({{"cmd", admin::kCmdChunkShards}, {"files", batch}});
     } catch (const CtlError&) {
       if (first) return false;
       throw;
@@ -93,9 +93,10 @@ bool loadMountShards(AdminClient& client, const FileTable& files, MrcModel& mode
   for (uint32_t f = 0; f < files.refSize(); ++f) {
     const uint32_t n = model.fileChunks(f);
     for (uint32_t from = 0; from < n;) {
-      const uint32_t take = static_cast<uint32_t>(std::min<uint64_t>(n - from, kChunksPerCall));
+      const uint32_t take =
+          static_cast<uint32_t>(std::min<uint64_t>(n - from, admin::kMaxChunkShards));
       const size_t entryBytes = files.ref(f).dump().size() + 24;
-      if (chunks + take > kChunksPerCall || bytes + entryBytes > kRequestBytes) {
+      if (chunks + take > admin::kMaxChunkShards || bytes + entryBytes > kRequestBytes) {
         if (!flush()) return false;
       }
       batch.push_back({files.ref(f), from, take});

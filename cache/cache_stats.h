@@ -42,10 +42,10 @@ struct CacheStats {
   // Whole chunks the prefetcher fetched from peers into the staging area.
   TierCounters stagedReads;
   std::atomic<uint64_t> peerErrors{0};
-  std::atomic<uint64_t> coalesced{0};      // misses that waited on another's fetch
-  std::atomic<uint64_t> sourceErrors{0};   // source reads that failed
-  std::atomic<uint64_t> readRequests{0};   // FUSE READ requests served
-  std::atomic<uint64_t> readBytes{0};      // bytes returned to FUSE READs
+  std::atomic<uint64_t> coalesced{0};     // misses that waited on another's fetch
+  std::atomic<uint64_t> sourceErrors{0};  // source reads that failed
+  std::atomic<uint64_t> readRequests{0};  // FUSE READ requests served
+  std::atomic<uint64_t> readBytes{0};     // bytes returned to FUSE READs
   LatencyHistogram sourceLatency;
 };
 

@@ -8,7 +8,8 @@ namespace epochfs::cache {
 
 void ChunkBuffer::allocate(size_t size, size_t capacity, size_t alignment) {
   // aligned_alloc wants a size that is a multiple of the alignment.
-  const size_t rounded = std::max<size_t>(alignment, (capacity + alignment - 1) / alignment * alignment);
+  const size_t rounded =
+      std::max<size_t>(alignment, (capacity + alignment - 1) / alignment * alignment);
   mem_.reset(static_cast<char*>(std::aligned_alloc(alignment, rounded)));
   if (mem_ == nullptr) throw std::bad_alloc();
   size_ = size;

@@ -33,7 +33,8 @@ class ChunkBuffer {
 
   // A moved-from buffer is empty (size 0, no memory).
   ChunkBuffer(ChunkBuffer&& o) noexcept
-      : mem_(std::move(o.mem_)), size_(std::exchange(o.size_, 0)),
+      : mem_(std::move(o.mem_)),
+        size_(std::exchange(o.size_, 0)),
         capacity_(std::exchange(o.capacity_, 0)) {}
   ChunkBuffer& operator=(ChunkBuffer&& o) noexcept {
     mem_ = std::move(o.mem_);

@@ -10,16 +10,21 @@ ChunkCache::ChunkCache(const Options& options, Source& source, ChunkStore& ram, 
 
 void ChunkCache::countServed(Tier from, uint64_t bytes) {
   switch (from) {
-    case Tier::kRam: return stats_.ram.add(bytes);
-    case Tier::kStaging: return stats_.staging.add(bytes);
-    case Tier::kDisk: return stats_.disk.add(bytes);
-    case Tier::kPeer: return stats_.peer.add(bytes);
-    case Tier::kSource: return stats_.source.add(bytes);
+    case Tier::kRam:
+      return stats_.ram.add(bytes);
+    case Tier::kStaging:
+      return stats_.staging.add(bytes);
+    case Tier::kDisk:
+      return stats_.disk.add(bytes);
+    case Tier::kPeer:
+      return stats_.peer.add(bytes);
+    case Tier::kSource:
+      return stats_.source.add(bytes);
   }
 }
 
-Result<ChunkRef> ChunkCache::get(const std::string& relPath, const FileIdentity& id,
-                                 uint32_t index, Tier* from) {
+Result<ChunkRef> ChunkCache::get(const std::string& relPath, const FileIdentity& id, uint32_t index,
+                                 Tier* from) {
   return lookupOrFetch(relPath, id, index, from, peers_ != nullptr);
 }
 
@@ -108,8 +113,7 @@ Result<ChunkRef> ChunkCache::lookupOrFetch(const std::string& relPath, const Fil
 }
 
 Result<ChunkRef> ChunkCache::fetch(const std::string& relPath, const FileIdentity& id,
-                                   const ChunkKey& key, bool askPeers, bool toStaging,
-                                   Tier* from) {
+                                   const ChunkKey& key, bool askPeers, bool toStaging, Tier* from) {
   if (askPeers && peers_->ownedElsewhere(id.fileId)) {
     Result<ChunkRef> r = peers_->fetch(relPath, id, key);
     // No second XXH3 pass here: PeerSource::fetch returns verified chunks

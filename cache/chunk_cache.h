@@ -73,9 +73,9 @@ class ChunkCache {
   }
   uint32_t chunkSize() const { return options_.chunkSize; }
   uint32_t chunkCount(uint64_t fileSize) const {
-    return fileSize == 0 ? 0
-                         : static_cast<uint32_t>((fileSize + options_.chunkSize - 1) /
-                                                 options_.chunkSize);
+    return fileSize == 0
+               ? 0
+               : static_cast<uint32_t>((fileSize + options_.chunkSize - 1) / options_.chunkSize);
   }
   CacheStats& stats() { return stats_; }
   // Distinct chunks being fetched now (coalescing leaders); 0 when idle.
@@ -94,9 +94,8 @@ class ChunkCache {
     Result<ChunkRef> result{Status::unavailable("pending")};
   };
 
-  Result<ChunkRef> lookupOrFetch(const std::string& relPath, const FileIdentity& id,
-                                 uint32_t index, Tier* from, bool askPeers,
-                                 bool toStaging = false);
+  Result<ChunkRef> lookupOrFetch(const std::string& relPath, const FileIdentity& id, uint32_t index,
+                                 Tier* from, bool askPeers, bool toStaging = false);
   // The miss path of the coalescing leader: the owner peer, then the source.
   Result<ChunkRef> fetch(const std::string& relPath, const FileIdentity& id, const ChunkKey& key,
                          bool askPeers, bool toStaging, Tier* from);

@@ -22,14 +22,14 @@ namespace epochfs::cache {
 
 struct DiskHealthStats {
   bool healthy = true;
-  uint64_t readErrors = 0;      // segment reads that failed (EIO, short read)
-  uint64_t writeErrors = 0;     // appends / segment creations that failed
-  uint64_t timeouts = 0;        // operations that missed the deadline
-  uint64_t skipped = 0;         // lookups and inserts not tried while unhealthy
-  uint64_t unhealthyEvents = 0; // healthy -> unhealthy transitions
-  uint64_t probes = 0;          // probes run while unhealthy
+  uint64_t readErrors = 0;       // segment reads that failed (EIO, short read)
+  uint64_t writeErrors = 0;      // appends / segment creations that failed
+  uint64_t timeouts = 0;         // operations that missed the deadline
+  uint64_t skipped = 0;          // lookups and inserts not tried while unhealthy
+  uint64_t unhealthyEvents = 0;  // healthy -> unhealthy transitions
+  uint64_t probes = 0;           // probes run while unhealthy
   uint64_t probeFailures = 0;
-  std::string lastError;        // why it last went unhealthy ("" if never)
+  std::string lastError;  // why it last went unhealthy ("" if never)
 };
 
 class DiskHealth {

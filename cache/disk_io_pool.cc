@@ -42,8 +42,7 @@ void DiskIoPool::loop() {
   }
 }
 
-DiskIoPool::Outcome DiskIoPool::run(std::function<void()> job,
-                                    std::chrono::milliseconds deadline) {
+DiskIoPool::Outcome DiskIoPool::run(std::function<void()> job, std::chrono::milliseconds deadline) {
   auto completion = std::make_shared<Completion>();
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -43,7 +43,8 @@ Status writeReadVerify(int fd, DiskFaults* faults) {
   std::mt19937_64 rng(std::random_device{}());
   for (size_t i = 0; i < pattern.size(); i += 8) {
     uint64_t v = rng();
-    for (size_t b = 0; b < 8 && i + b < pattern.size(); ++b) pattern[i + b] = static_cast<char>(v >> (8 * b));
+    for (size_t b = 0; b < 8 && i + b < pattern.size(); ++b)
+      pattern[i + b] = static_cast<char>(v >> (8 * b));
   }
   Status s = faults != nullptr ? faults->beforeWrite("write probe file") : Status::ok();
   if (s.isOk()) s = writeAll(fd, pattern);

@@ -62,7 +62,8 @@ DiskTier::DiskTier(const DiskTierOptions& options, int dirFd, int lockFd)
       dirFd_(dirFd),
       lockFd_(lockFd),
       health_(std::max(1, options.errorsBeforeUnhealthy)),
-      pool_(options.ioThreads > 0 ? std::make_unique<DiskIoPool>(options.ioThreads, 1024) : nullptr) {
+      pool_(options.ioThreads > 0 ? std::make_unique<DiskIoPool>(options.ioThreads, 1024)
+                                  : nullptr) {
   prober_ = std::thread([this] { proberLoop(); });
 }
 
@@ -178,7 +179,8 @@ ChunkRef DiskTier::lookup(const ChunkKey& key, const FileIdentity& id) {
   if (outcome == DiskIoPool::Outcome::kDone) return *result;
   health_.noteTimeout(outcome == DiskIoPool::Outcome::kBusy
                           ? "disk I/O queue full"
-                          : "a read took longer than " + std::to_string(ioDeadline_.count()) + " ms");
+                          : "a read took longer than " + std::to_string(ioDeadline_.count()) +
+                                " ms");
   return nullptr;
 }
 
@@ -236,12 +238,13 @@ bool DiskTier::insert(const ChunkRef& chunk) {
   }
   if (!pool_) return insertNow(chunk);
   auto admitted = std::make_shared<std::atomic<bool>>(false);
-  auto outcome = pool_->run([this, chunk, admitted] { admitted->store(insertNow(chunk)); },
-                            ioDeadline_);
+  auto outcome =
+      pool_->run([this, chunk, admitted] { admitted->store(insertNow(chunk)); }, ioDeadline_);
   if (outcome == DiskIoPool::Outcome::kDone) return admitted->load();
   health_.noteTimeout(outcome == DiskIoPool::Outcome::kBusy
                           ? "disk I/O queue full"
-                          : "a write took longer than " + std::to_string(ioDeadline_.count()) + " ms");
+                          : "a write took longer than " + std::to_string(ioDeadline_.count()) +
+                                " ms");
   return false;
 }
 
@@ -400,7 +403,6 @@ uint64_t DiskTier::segmentCount() const {
   std::lock_guard<std::mutex> lock(mu_);
   return segments_.size();
 }
-
 
 // ---- health: the prober ------------------------------------------------------
 

@@ -111,9 +111,8 @@ Result<size_t> PosixSource::read(const std::string& relPath, const FileIdentity&
   return r;
 }
 
-Result<ChunkBuffer> PosixSource::readChunk(const std::string& relPath,
-                                           const FileIdentity& expected, uint64_t offset,
-                                           size_t len) {
+Result<ChunkBuffer> PosixSource::readChunk(const std::string& relPath, const FileIdentity& expected,
+                                           uint64_t offset, size_t len) {
   // Small reads go through read()'s bounce buffer: a page-aligned buffer of
   // its own would waste up to a page on each.
   if (len < kDirectIntoChunkBytes || !useDirect(offset)) {

@@ -18,11 +18,10 @@
 // immutable and were checksummed when built; a hit does not re-hash them.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-
-#include <atomic>
 
 #include "cache/chunk_store.h"
 #include "cache/eviction_advisor.h"

@@ -3,9 +3,9 @@
 // thread-safe: many FUSE workers and prefetchers call read() at once.
 #pragma once
 
-#include <cstddef>
 #include <sys/stat.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 

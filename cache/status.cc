@@ -33,9 +33,10 @@ Status Status::fromErrno(int err, const std::string& what) {
 }
 
 std::string Status::toString() const {
-  static const char* const kNames[] = {
-      "OK",       "NotFound", "PermissionDenied", "IoError",     "Corruption", "InvalidArgument",
-      "ReadOnly", "NoSpace",  "Stale",            "Unavailable", "TimedOut",   "TooLarge"};
+  static const char* const kNames[] = {"OK",          "NotFound",   "PermissionDenied",
+                                       "IoError",     "Corruption", "InvalidArgument",
+                                       "ReadOnly",    "NoSpace",    "Stale",
+                                       "Unavailable", "TimedOut",   "TooLarge"};
   std::string s = kNames[static_cast<int>(code_)];
   if (!message_.empty()) s += ": " + message_;
   return s;

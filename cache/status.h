@@ -63,8 +63,8 @@ class Status {
 template <typename T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}                // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {}          // NOLINT
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {}  // NOLINT
   bool isOk() const { return std::holds_alternative<T>(v_); }
   explicit operator bool() const { return isOk(); }
   const Status& status() const {

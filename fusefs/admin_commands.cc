@@ -1,11 +1,10 @@
 #include "fusefs/admin_commands.h"
 
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <thread>
-
-#include <spdlog/spdlog.h>
 
 #include "cache/disk_tier.h"
 #include "fusefs/admin_paths.h"
@@ -20,9 +19,12 @@ using nlohmann::json;
 namespace {
 
 json tierJson(const cache::TierUsage& u, const cache::TierCounters& hits) {
-  return {{"hit_chunks", hits.chunks.load()}, {"hit_bytes", hits.bytes.load()},
-          {"used_bytes", u.bytesUsed},        {"capacity_bytes", u.capacityBytes},
-          {"chunks", u.chunks},               {"evictions", u.evictions},
+  return {{"hit_chunks", hits.chunks.load()},
+          {"hit_bytes", hits.bytes.load()},
+          {"used_bytes", u.bytesUsed},
+          {"capacity_bytes", u.capacityBytes},
+          {"chunks", u.chunks},
+          {"evictions", u.evictions},
           {"corruptions", u.corruptions}};
 }
 
@@ -176,8 +178,8 @@ void AdminCommands::registerOrder(AdminServer& server) {
     const int rank = req.value("rank", 0);
     const uint64_t start = req.value("start", uint64_t{0});
     if (rank < 0) throw AdminError::invalid("rank must be >= 0");
-    session.state = std::make_shared<PlanBuilder>(m_.ns, epoch, rank, start,
-                                                  m_.options.maxPlanEntries);
+    session.state =
+        std::make_shared<PlanBuilder>(m_.ns, epoch, rank, start, m_.options.maxPlanEntries);
     return json::object();
   });
   server.handle(admin::kCmdOrderAppend, [](const json& req, AdminSession& session) {
@@ -192,7 +194,8 @@ void AdminCommands::registerOrder(AdminServer& server) {
       if ((p.is_string() && p.get_ref<const std::string&>().size() > kMaxAdminPathBytes + 42) ||
           (e.is_object() && e.contains("b64") && e["b64"].is_string() &&
            e["b64"].get_ref<const std::string&>().size() > 2 * kMaxAdminPathBytes)) {
-        const std::string msg = "entry " + std::to_string((*builder)->size() + i) + ": path too long";
+        const std::string msg =
+            "entry " + std::to_string((*builder)->size() + i) + ": path too long";
         session.state.reset();  // destroys *builder
         throw AdminError::invalid(msg);
       }
@@ -235,8 +238,9 @@ void AdminCommands::registerOrder(AdminServer& server) {
 }
 
 json AdminCommands::status() const {
-  json tiers = {{"ram", {{"used_bytes", m_.ram.usage().bytesUsed},
-                         {"capacity_bytes", m_.ram.usage().capacityBytes}}}};
+  json tiers = {{"ram",
+                 {{"used_bytes", m_.ram.usage().bytesUsed},
+                  {"capacity_bytes", m_.ram.usage().capacityBytes}}}};
   if (m_.disk != nullptr) {
     tiers["disk"] = {{"used_bytes", m_.disk->usage().bytesUsed},
                      {"capacity_bytes", m_.disk->usage().capacityBytes},
@@ -267,30 +271,33 @@ json AdminCommands::status() const {
       {"source", m_.options.source},
       {"mountpoint", m_.options.mountpoint},
       {"uptime_s", secondsSince(m_.startedAt)},
-      {"dataset", {{"version", refresher_.version()},
-                   {"files", m_.ns.fileCount()},
-                   {"dirs", m_.ns.dirCount()},
-                   {"bytes", m_.ns.totalBytes()},
-                   {"snapshot_s", m_.snapshotSeconds},
-                   {"pending_additions", refresher_.pendingAdditions()}}},
-      {"options", {{"ram_cache", m_.options.ramCacheBytes},
-                   {"cache_dir", m_.options.cacheDir},
-                   {"disk_cache", m_.options.diskCacheBytes},
-                   {"chunk_size", m_.options.chunkSize},
-                   {"prefetch_memory", m_.options.prefetchMemory},
-                   {"memory_limit", m_.options.memoryLimitBytes},
-                   {"memory_limit_source", m_.options.memoryLimitSource},
-                   {"threads", m_.options.threads},
-                   {"revalidate", m_.options.revalidateSeconds},
-                   {"allow_other", m_.options.allowOther},
-                   {"admin_group", m_.options.adminGroup.empty() ? json(nullptr)
-                                                                 : json(m_.options.adminGroup)},
-                   {"command_line", m_.options.given}}},
+      {"dataset",
+       {{"version", refresher_.version()},
+        {"files", m_.ns.fileCount()},
+        {"dirs", m_.ns.dirCount()},
+        {"bytes", m_.ns.totalBytes()},
+        {"snapshot_s", m_.snapshotSeconds},
+        {"pending_additions", refresher_.pendingAdditions()}}},
+      {"options",
+       {{"ram_cache", m_.options.ramCacheBytes},
+        {"cache_dir", m_.options.cacheDir},
+        {"disk_cache", m_.options.diskCacheBytes},
+        {"chunk_size", m_.options.chunkSize},
+        {"prefetch_memory", m_.options.prefetchMemory},
+        {"memory_limit", m_.options.memoryLimitBytes},
+        {"memory_limit_source", m_.options.memoryLimitSource},
+        {"threads", m_.options.threads},
+        {"revalidate", m_.options.revalidateSeconds},
+        {"allow_other", m_.options.allowOther},
+        {"admin_group",
+         m_.options.adminGroup.empty() ? json(nullptr) : json(m_.options.adminGroup)},
+        {"command_line", m_.options.given}}},
       {"tiers", tiers},
       {"members", m_.members ? m_.members() : json(nullptr)},
       {"plan", plan},
-      {"admin", {{"socket", server_ != nullptr ? json(server_->path()) : json(nullptr)},
-                 {"metrics_port", port >= 0 ? json(port) : json(nullptr)}}},
+      {"admin",
+       {{"socket", server_ != nullptr ? json(server_->path()) : json(nullptr)},
+        {"metrics_port", port >= 0 ? json(port) : json(nullptr)}}},
   };
 }
 
@@ -351,39 +358,43 @@ json AdminCommands::stats() const {
                      {"denied", c->denied.load()},           {"oversized", c->oversized.load()},
                      {"timeouts", c->timeouts.load()}};
   }
-  return {{"uptime_s", secondsSince(m_.startedAt)},
-          {"dataset_version", refresher_.version()},
-          {"read_requests", st.readRequests.load()},
-          {"read_bytes", st.readBytes.load()},
-          {"coalesced", st.coalesced.load()},
-          {"source_errors", st.sourceErrors.load()},
-          {"tiers", tiers},
-          {"peer", {{"hit_chunks", st.peer.chunks.load()}, {"hit_bytes", st.peer.bytes.load()}}},
-          {"prefetch",
-           {{"inflight_bytes", m_.prefetcher.inflightBytes()},
-            {"inflight_tasks", m_.prefetcher.inflightTasks()},
-            {"inflight_peak_bytes", m_.prefetcher.peakInflightBytes()},
-            {"memory_bytes", m_.prefetcher.options().memoryBytes},
-            {"budget_waits", m_.prefetcher.budgetWaits()},
-            {"lead_waits", m_.prefetcher.leadWaits()},
-            {"read_ahead_skipped", m_.prefetcher.readAheadSkipped()},
-            {"read_ahead_chunks", m_.prefetcher.readAheadChunks()},
-            {"push_page_cache",
-             m_.options.pushPageCache == MountOptions::PushMode::kOpens       ? "on"
-             : m_.options.pushPageCache == MountOptions::PushMode::kSentinels ? "sentinels"
-                                                                              : "off"},
-            {"pushed_files", m_.prefetcher.pushedFiles()},
-            {"pushed_bytes", m_.prefetcher.pushedBytes()},
-            {"push_failures", m_.prefetcher.pushFailures()},
-            {"streams", streams},
-            // Zero-change mode: the epoch detected from the reads (-1: not yet).
-            {"torch_epoch", m_.follower.load() ? json(m_.follower.load()->epoch()) : json(nullptr)}}},
-          {"warm", {{"jobs", w.jobs.load()}, {"files", w.files.load()},
-                    {"bytes", w.bytes.load()}, {"errors", w.errors.load()}}},
-          {"evict", {{"chunks", e.chunks.load()}, {"bytes", e.bytes.load()}}},
-          {"refreshes", refresher_.refreshes()},
-          {"memory", memoryJson()},
-          {"admin", adminCounters}};
+  return {
+      {"uptime_s", secondsSince(m_.startedAt)},
+      {"dataset_version", refresher_.version()},
+      {"read_requests", st.readRequests.load()},
+      {"read_bytes", st.readBytes.load()},
+      {"coalesced", st.coalesced.load()},
+      {"source_errors", st.sourceErrors.load()},
+      {"tiers", tiers},
+      {"peer", {{"hit_chunks", st.peer.chunks.load()}, {"hit_bytes", st.peer.bytes.load()}}},
+      {"prefetch",
+       {{"inflight_bytes", m_.prefetcher.inflightBytes()},
+        {"inflight_tasks", m_.prefetcher.inflightTasks()},
+        {"inflight_peak_bytes", m_.prefetcher.peakInflightBytes()},
+        {"memory_bytes", m_.prefetcher.options().memoryBytes},
+        {"budget_waits", m_.prefetcher.budgetWaits()},
+        {"lead_waits", m_.prefetcher.leadWaits()},
+        {"read_ahead_skipped", m_.prefetcher.readAheadSkipped()},
+        {"read_ahead_chunks", m_.prefetcher.readAheadChunks()},
+        {"push_page_cache", m_.options.pushPageCache == MountOptions::PushMode::kOpens ? "on"
+                            : m_.options.pushPageCache == MountOptions::PushMode::kSentinels
+                                ? "sentinels"
+                                : "off"},
+        {"pushed_files", m_.prefetcher.pushedFiles()},
+        {"pushed_bytes", m_.prefetcher.pushedBytes()},
+        {"push_failures", m_.prefetcher.pushFailures()},
+        {"streams", streams},
+        // Zero-change mode: the epoch detected from the reads (-1: not yet).
+        {"torch_epoch", m_.follower.load() ? json(m_.follower.load()->epoch()) : json(nullptr)}}},
+      {"warm",
+       {{"jobs", w.jobs.load()},
+        {"files", w.files.load()},
+        {"bytes", w.bytes.load()},
+        {"errors", w.errors.load()}}},
+      {"evict", {{"chunks", e.chunks.load()}, {"bytes", e.bytes.load()}}},
+      {"refreshes", refresher_.refreshes()},
+      {"memory", memoryJson()},
+      {"admin", adminCounters}};
 }
 
 std::string AdminCommands::metricsText() const {

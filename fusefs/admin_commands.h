@@ -11,7 +11,6 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "cache/chunk_cache.h"

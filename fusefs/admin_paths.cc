@@ -1,10 +1,10 @@
 #include "fusefs/admin_paths.h"
 
-#include "fusefs/admin_protocol.h"
-
 #include <algorithm>
 #include <cstring>
 #include <vector>
+
+#include "fusefs/admin_protocol.h"
 
 namespace epochfs::fusefs {
 
@@ -30,7 +30,8 @@ Result<std::string> decodeAdminPath(const nlohmann::json& field) {
   return Status::invalidArgument("a path must be a string or {\"b64\": ...}");
 }
 
-Result<DatasetNamespace::Ino> resolveAdminPath(const DatasetNamespace& ns, const std::string& path) {
+Result<DatasetNamespace::Ino> resolveAdminPath(const DatasetNamespace& ns,
+                                               const std::string& path) {
   if (path.size() > kMaxAdminPathBytes) return Status::invalidArgument("path too long");
   if (path.find('\0') != std::string::npos) return Status::invalidArgument("NUL byte in path");
   if (!path.empty() && path[0] == '/') {

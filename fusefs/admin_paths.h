@@ -5,9 +5,8 @@
 // A name that is not UTF-8 travels as {"b64": BASE64 OF THE RAW BYTES}.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cache/status.h"
 #include "fusefs/dataset_namespace.h"

@@ -1,17 +1,16 @@
 #include "fusefs/admin_server.h"
 
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-
-#include <spdlog/spdlog.h>
-#include <xxhash.h>
 
 #include "fusefs/admin_protocol.h"
 
@@ -70,11 +69,16 @@ std::string errorReply(const std::string& code, const std::string& message) {
 AdminError AdminError::from(const cache::Status& s) {
   using C = cache::Status::Code;
   switch (s.code()) {
-    case C::kNotFound: return notFound(s.message());
-    case C::kPermissionDenied: return permissionDenied(s.message());
-    case C::kTooLarge: return tooLarge(s.message());
-    case C::kInvalidArgument: return invalid(s.message());
-    default: return AdminError("failed", s.toString());
+    case C::kNotFound:
+      return notFound(s.message());
+    case C::kPermissionDenied:
+      return permissionDenied(s.message());
+    case C::kTooLarge:
+      return tooLarge(s.message());
+    case C::kInvalidArgument:
+      return invalid(s.message());
+    default:
+      return AdminError("failed", s.toString());
   }
 }
 
@@ -163,9 +167,9 @@ void AdminServer::acceptLoop() {
     }
     // Flood: refuse rather than queue (one small reply, never blocking).
     counters_.refused.fetch_add(1, std::memory_order_relaxed);
-    const std::string msg = errorReply(
-        "unavailable", "too many admin connections (" + std::to_string(kMaxConnections) +
-                           " open); try again");
+    const std::string msg =
+        errorReply("unavailable", "too many admin connections (" + std::to_string(kMaxConnections) +
+                                      " open); try again");
     const uint32_t n = static_cast<uint32_t>(msg.size());
     unsigned char hdr[4] = {static_cast<unsigned char>(n), static_cast<unsigned char>(n >> 8), 0,
                             0};

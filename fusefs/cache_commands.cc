@@ -173,8 +173,7 @@ json CacheCommands::warmStart(const json& req, AdminSession& s) {
   auth_.requireAdmin(s);
   auto st = warmState(s, false);
   if (st->job) throw AdminError::invalid("this connection's warm job has already started");
-  const unsigned threads =
-      std::clamp<unsigned>(req.value("threads", kDefaultWarmThreads), 1u, 64u);
+  const unsigned threads = std::clamp<unsigned>(req.value("threads", kDefaultWarmThreads), 1u, 64u);
   st->job = std::make_unique<WarmJob>(ns_, cache_, warm_, st->files, threads);
   st->job->start();
   return {{"files", st->files.size()}, {"bytes", st->bytes}, {"skipped", st->skipped}};
@@ -235,7 +234,8 @@ json CacheCommands::evict(const json& req, AdminSession& s) {
       chunks += u.chunks, bytes += u.bytesUsed;
     }
     evict_.chunks.fetch_add(chunks), evict_.bytes.fetch_add(bytes);
-    return {{"all", true}, {"tier", tier}, {"files", nullptr}, {"chunks", chunks}, {"bytes", bytes}};
+    return {
+        {"all", true}, {"tier", tier}, {"files", nullptr}, {"chunks", chunks}, {"bytes", bytes}};
   }
   if (!req.contains("paths") || !req["paths"].is_array()) {
     throw AdminError::invalid("evict needs \"paths\": [...] or \"all\": true");

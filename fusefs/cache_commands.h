@@ -18,7 +18,6 @@
 
 #include <atomic>
 #include <cstdint>
-
 #include <nlohmann/json.hpp>
 
 #include "cache/chunk_cache.h"
@@ -61,8 +60,7 @@ class CacheCommands {
   template <typename Visit>
   void forEachFile(DatasetNamespace::Ino ino, Visit&& visit) const;
   // Drops one file's chunks from the chosen tiers; adds to the totals.
-  void evictFile(DatasetNamespace::Ino ino, bool ram, bool disk, uint64_t& chunks,
-                 uint64_t& bytes);
+  void evictFile(DatasetNamespace::Ino ino, bool ram, bool disk, uint64_t& chunks, uint64_t& bytes);
 
   const DatasetNamespace& ns_;
   cache::ChunkCache& cache_;

@@ -2,38 +2,34 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
-#include <spdlog/spdlog.h>
-#include <xxhash.h>
-
-#include "fusefs/mountinfo_path.h"
 #include "cache/delayed_source.h"
 #include "cache/disk_tier.h"
 #include "cache/peer_staging.h"
 #include "cache/ram_tier.h"
-#include "fusefs/admin_protocol.h"
 #include "fusefs/admin_paths.h"
+#include "fusefs/admin_protocol.h"
+#include "fusefs/mountinfo_path.h"
 #include "fusefs/plan_builder.h"
 #include "fusefs/supervisor_link.h"
+#include "prefetch/image_folder_samples.h"
 #include "transport/membership.h"
 #include "transport/peer_auth.h"
-#include "prefetch/image_folder_samples.h"
 
 namespace epochfs::fusefs {
 
 using cache::Status;
 using nlohmann::json;
 
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 Status checkMountable(const MountOptions& o) {
   if (access("/dev/fuse", R_OK | W_OK) != 0) {
@@ -74,7 +70,7 @@ Daemon::~Daemon() {
   admin_.stop();
   if (orderSetup_.joinable()) orderSetup_.join();
   if (pusher_) pusher_->close();  // no notification on a session about to go
-  fuse_.reset();  // unmounts if still mounted
+  fuse_.reset();                  // unmounts if still mounted
   // Before the prefetcher goes: its serve threads use cache_ and filesById_,
   // and their RamTier::insert() may be reading the prefetcher as the advisor
   // (setAdvisor(nullptr) does not wait for an insert in progress; TSan).
@@ -170,7 +166,8 @@ Status Daemon::startCluster() {
   for (DatasetNamespace::Ino ino = 1; ino <= namespace_->nodeCount(); ++ino) {
     if (S_ISREG(namespace_->attr(ino).mode)) filesById_.emplace(namespace_->fileId(ino), ino);
   }
-  auto serve = [this](const cache::FileIdentity& id, uint32_t index) -> cache::Result<cache::ChunkRef> {
+  auto serve = [this](const cache::FileIdentity& id,
+                      uint32_t index) -> cache::Result<cache::ChunkRef> {
     auto it = filesById_.find(id.fileId);
     if (it == filesById_.end()) return Status::notFound("no such file in this dataset");
     if (!(namespace_->identity(it->second) == id)) return Status::stale("another version");
@@ -207,8 +204,8 @@ json Daemon::placementJson(uint64_t start, uint64_t count) const {
     if (!S_ISREG(namespace_->attr(ino).mode)) continue;
     ++total;
     if (index++ < start || full || entries.size() >= count) continue;
-    const auto owners = cluster_ ? cluster_->owners(namespace_->fileId(ino))
-                                 : std::vector<uint32_t>{self};
+    const auto owners =
+        cluster_ ? cluster_->owners(namespace_->fileId(ino)) : std::vector<uint32_t>{self};
     json e = json::array({encodeAdminPath(namespace_->path(ino)),
                           owners.empty() ? -1 : static_cast<int64_t>(owners.front())});
     replyBytes += e.dump().size() + 1;
@@ -218,7 +215,10 @@ json Daemon::placementJson(uint64_t start, uint64_t count) const {
     }
     entries.push_back(std::move(e));
   }
-  return {{"version", version}, {"self", self}, {"total", total}, {"start", start},
+  return {{"version", version},
+          {"self", self},
+          {"total", total},
+          {"start", start},
           {"entries", std::move(entries)}};
 }
 
@@ -271,15 +271,15 @@ Status Daemon::start() {
   auto ns = DatasetNamespace::snapshot(source_->rootFd(), 16);
   if (!ns.isOk()) return ns.status();
   namespace_ = std::make_unique<DatasetNamespace>(std::move(ns).value());
-  snapshotSeconds_ =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  snapshotSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (supervision_ && !supervision_->expectedFingerprint.empty() &&
       supervision_->expectedFingerprint != namespaceFingerprint()) {
     // The kernel holds node ids of the first snapshot: another tree would
     // give them to other files.
     namespaceChanged_ = true;
-    return Status::stale("the source changed since it was mounted: a new daemon "
-                         "cannot resume this mount");
+    return Status::stale(
+        "the source changed since it was mounted: a new daemon "
+        "cannot resume this mount");
   }
   spdlog::info("snapshot: {} files, {} dirs, {} bytes in {:.2f}s", namespace_->fileCount(),
                namespace_->dirCount(), namespace_->totalBytes(), snapshotSeconds_);
@@ -323,9 +323,8 @@ Status Daemon::start() {
   });
   if (options_.torchOrder) orderSetup_ = std::thread([this] { setUpTorchOrder(); });
 
-  MountState state{options_,        startedAt_,        snapshotSeconds_, *namespace_,
-                   *ram_,           disk_.get(),       *cache_,          *prefetcher_,
-                   follower_,       source_->rootFd(), {}};
+  MountState state{options_, startedAt_,   snapshotSeconds_, *namespace_,       *ram_, disk_.get(),
+                   *cache_,  *prefetcher_, follower_,        source_->rootFd(), {}};
   state.members = [this]() -> json {
     if (!cluster_) return nullptr;
     const json p = peersJson();
@@ -340,11 +339,10 @@ Status Daemon::start() {
       refusedUs += peer.value("fetch_refused", uint64_t{0});
       suspicions += peer.value("suspect_count", uint64_t{0});
     }
-    return {{"self", p["self"]},           {"count", p["members"]},
-            {"live_peers", live},          {"suspect_peers", suspect},
-            {"mac_failures", mac},         {"checksum_failures", sum},
-            {"serve_refused", refused},    {"fetch_refused", refusedUs},
-            {"suspect_count", suspicions}};
+    return {
+        {"self", p["self"]},        {"count", p["members"]},      {"live_peers", live},
+        {"suspect_peers", suspect}, {"mac_failures", mac},        {"checksum_failures", sum},
+        {"serve_refused", refused}, {"fetch_refused", refusedUs}, {"suspect_count", suspicions}};
   };
   adminCommands_ = std::make_unique<AdminCommands>(state);
   adminCommands_->registerAll(admin_);
@@ -357,24 +355,24 @@ Status Daemon::start() {
   });
   // `placement`: which node owns each regular file (LocalityAwareSampler's map).
   admin_.handle("placement", [this, auth = std::make_shared<AdminAuth>(*namespace_, geteuid(),
-                                                                        options_.adminGid)](
+                                                                       options_.adminGid)](
                                  const json& req, AdminSession& session) {
     auth->requireReader(session);
     return placementJson(req.value("start", uint64_t{0}), req.value("count", uint64_t{1000}));
   });
   if (supervision_) {
     // `epochctl upgrade`: the supervisor starts the binary on disk again.
-    admin_.handle("upgrade", [auth = std::make_shared<AdminAuth>(*namespace_, geteuid(),
-                                                                 options_.adminGid)](
-                                 const json&, AdminSession& session) {
-      auth->requireAdmin(session);
-      spdlog::info("admin: upgrade requested by uid {}", session.caller.uid);
-      std::thread([] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the reply first
-        kill(getpid(), SIGUSR2);
-      }).detach();
-      return json{{"restarting", getpid()}};
-    });
+    admin_.handle(
+        "upgrade", [auth = std::make_shared<AdminAuth>(*namespace_, geteuid(), options_.adminGid)](
+                       const json&, AdminSession& session) {
+          auth->requireAdmin(session);
+          spdlog::info("admin: upgrade requested by uid {}", session.caller.uid);
+          std::thread([] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the reply first
+            kill(getpid(), SIGUSR2);
+          }).detach();
+          return json{{"restarting", getpid()}};
+        });
   } else {
     admin_.handle("upgrade", [](const json&, AdminSession&) -> json {
       throw AdminError::unavailable(
@@ -384,7 +382,8 @@ Status Daemon::start() {
   s = admin_.start(socketPath);
   if (!s.isOk()) return s;
   if (options_.metricsPort >= 0) {
-    metricsHttp_ = std::make_unique<MetricsHttpServer>([this] { return adminCommands_->metricsText(); });
+    metricsHttp_ =
+        std::make_unique<MetricsHttpServer>([this] { return adminCommands_->metricsText(); });
     s = metricsHttp_->start(static_cast<uint16_t>(options_.metricsPort));
     if (!s.isOk()) return s;
     adminCommands_->setMetricsPort(metricsHttp_->port());

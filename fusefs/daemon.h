@@ -5,20 +5,17 @@
 
 #include <atomic>
 #include <chrono>
-#include <thread>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
-
-#include <nlohmann/json.hpp>
 
 #include "cache/chunk_cache.h"
 #include "cache/chunk_store.h"
 #include "cache/posix_source.h"
 #include "cache/ram_tier.h"
-#include "prefetch/prefetcher.h"
-#include "prefetch/torch_order_follower.h"
 #include "fusefs/admin_commands.h"
 #include "fusefs/admin_server.h"
 #include "fusefs/dataset_namespace.h"
@@ -26,6 +23,8 @@
 #include "fusefs/kernel_page_pusher.h"
 #include "fusefs/metrics_http_server.h"
 #include "fusefs/mount_options.h"
+#include "prefetch/prefetcher.h"
+#include "prefetch/torch_order_follower.h"
 #include "transport/cluster.h"
 
 namespace epochfs::fusefs {
@@ -61,7 +60,6 @@ class Daemon {
   cache::Status startCluster();
   nlohmann::json peersJson() const;
   nlohmann::json placementJson(uint64_t start, uint64_t count) const;
-
 
   MountOptions options_;
   std::optional<Supervision> supervision_;

@@ -2,15 +2,14 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <thread>
-
-#include <spdlog/spdlog.h>
-#include <xxhash.h>
 
 namespace epochfs::fusefs {
 
@@ -208,8 +207,9 @@ uint64_t DatasetNamespace::computeFingerprint() const {
 
 DatasetNamespace::Ino DatasetNamespace::lookup(Ino parent, std::string_view name) const {
   const auto& kids = nodes_[parent - 1].children;
-  auto it = std::lower_bound(kids.begin(), kids.end(), name,
-                             [this](uint32_t ino, std::string_view n) { return this->name(ino) < n; });
+  auto it =
+      std::lower_bound(kids.begin(), kids.end(), name,
+                       [this](uint32_t ino, std::string_view n) { return this->name(ino) < n; });
   if (it != kids.end() && this->name(*it) == name) return *it;
   return 0;
 }

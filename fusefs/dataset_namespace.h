@@ -45,7 +45,6 @@ class DatasetNamespace {
   // Walks the directory open at `rootFd` with `threads` threads.
   static cache::Result<DatasetNamespace> snapshot(int rootFd, unsigned threads);
 
-
   bool valid(Ino ino) const { return ino >= 1 && ino <= nodes_.size(); }
   // The child `name` of directory `parent`, or 0.
   Ino lookup(Ino parent, std::string_view name) const;

@@ -1,6 +1,7 @@
 #include "fusefs/fuse_server.h"
 
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -9,8 +10,6 @@
 #include <chrono>
 #include <cstring>
 #include <random>
-
-#include <spdlog/spdlog.h>
 
 #include "fusefs/admin_protocol.h"
 #include "fusefs/fuse_init_replay.h"
@@ -174,9 +173,10 @@ cache::Status FuseServer::replayHandshake() {
   if (!s.isOk()) return s;
   if (!initDone_) return cache::Status::ioError("replaying FUSE_INIT failed");
   if (!FuseInitReplay::requeueUnanswered(session_)) {
-    spdlog::warn("FUSE_NOTIFY_RESEND failed ({}): requests the previous worker had read "
-                 "stay unanswered",
-                 std::strerror(errno));
+    spdlog::warn(
+        "FUSE_NOTIFY_RESEND failed ({}): requests the previous worker had read "
+        "stay unanswered",
+        std::strerror(errno));
   }
   return cache::Status::ok();
 }

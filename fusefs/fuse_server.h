@@ -36,8 +36,8 @@ class FuseServer {
     unsigned revalidateSeconds = 0;  // 0: immutable snapshot
     unsigned threads = 16;
     bool allowOther = false;
-    std::string fsname;  // shown in /proc/mounts
-    std::string adminSocketPath;  // advertised via the xattr on the root
+    std::string fsname;             // shown in /proc/mounts
+    std::string adminSocketPath;    // advertised via the xattr on the root
     uint32_t readAheadChunks = 16;  // chunks read ahead of a sequential reader (0: off)
     // Under the supervisor (docs/ARCHITECTURE.md "Processes"): one /dev/fuse
     // descriptor shared with the supervisor (no cloned descriptors: requests
@@ -102,7 +102,7 @@ class FuseServer {
   // kernel pages scheduled for invalidation).
   bool revalidate(fuse_ino_t ino);
   void invalidationLoop();
-  cache::Status handshake();      // reads and answers the kernel's FUSE_INIT
+  cache::Status handshake();        // reads and answers the kernel's FUSE_INIT
   cache::Status replayHandshake();  // a restart: FUSE_INIT again, then resend
   // Sequential reader of a multi-chunk file: read ahead of it.
   void maybeReadAhead(fuse_ino_t ino, const cache::FileIdentity& id, uint32_t first, uint32_t last);

@@ -1,12 +1,11 @@
 #include "fusefs/kernel_page_pusher.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
 #include <mutex>
-
-#include <spdlog/spdlog.h>
 
 namespace epochfs::fusefs {
 

@@ -8,6 +8,10 @@
 #define FUSE_USE_VERSION 312
 #include <fcntl.h>
 #include <fuse_log.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/sinks/syslog_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -15,11 +19,6 @@
 #include <cstdio>
 #include <string>
 #include <vector>
-
-#include <spdlog/sinks/basic_file_sink.h>
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/sinks/syslog_sink.h>
-#include <spdlog/spdlog.h>
 
 #include "fusefs/daemon.h"
 #include "fusefs/memory_limit.h"
@@ -159,7 +158,8 @@ int main(int argc, char** argv) {
     epochfs::fusefs::Supervisor supervisor(options, std::vector<std::string>(argv, argv + argc),
                                            options.foreground ? -1 : ready[1]);
     const int rc = supervisor.run();
-    if (options.foreground && !supervisor.startError().empty()) return fail(supervisor.startError());
+    if (options.foreground && !supervisor.startError().empty())
+      return fail(supervisor.startError());
     return rc;
   }
   epochfs::fusefs::Daemon daemon(options);

@@ -50,10 +50,14 @@ double num(const json& j, const char* key) {
 std::string MetricsExporter::escapeLabel(const std::string& v) {
   std::string out;
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -65,9 +69,10 @@ std::string MetricsExporter::render(const json& status, const json& stats,
   w.sample("epochfs_info", "version=\"" + escapeLabel(status.value("version", "")) + "\"", 1);
   w.one("epochfs_uptime_seconds", "gauge", "Seconds since the mount.", num(status, "uptime_s"));
   const json& ds = status["dataset"];
-  w.one("epochfs_dataset_version", "gauge", "Dataset version (1 at mount, +1 per refresh that found changes).",
-        num(ds, "version"));
-  w.one("epochfs_dataset_files", "gauge", "Regular files in the mount-time snapshot.", num(ds, "files"));
+  w.one("epochfs_dataset_version", "gauge",
+        "Dataset version (1 at mount, +1 per refresh that found changes).", num(ds, "version"));
+  w.one("epochfs_dataset_files", "gauge", "Regular files in the mount-time snapshot.",
+        num(ds, "files"));
   w.one("epochfs_dataset_bytes", "gauge", "Bytes of regular files in the mount-time snapshot.",
         num(ds, "bytes"));
   w.one("epochfs_dataset_pending_additions", "gauge",
@@ -79,21 +84,27 @@ std::string MetricsExporter::render(const json& status, const json& stats,
   w.one("epochfs_read_bytes_total", "counter", "Bytes returned by FUSE READ requests.",
         num(stats, "read_bytes"));
   w.one("epochfs_coalesced_misses_total", "counter",
-        "Misses that waited for another reader's fetch of the same chunk.", num(stats, "coalesced"));
+        "Misses that waited for another reader's fetch of the same chunk.",
+        num(stats, "coalesced"));
 
   const json& tiers = stats["tiers"];
   const json& src = tiers["source"];
   w.family("epochfs_served_bytes_total", "counter",
-           "Bytes handed to READ requests, by the tier that had them (kernel page cache hits are invisible).");
+           "Bytes handed to READ requests, by the tier that had them (kernel page cache hits are "
+           "invisible).");
   for (const char* t : {"ram", "staging", "disk"}) {
-    if (tiers.contains(t)) w.sample("epochfs_served_bytes_total", std::string("tier=\"") + t + "\"", num(tiers[t], "hit_bytes"));
+    if (tiers.contains(t))
+      w.sample("epochfs_served_bytes_total", std::string("tier=\"") + t + "\"",
+               num(tiers[t], "hit_bytes"));
   }
   w.sample("epochfs_served_bytes_total", "tier=\"peer\"", num(stats["peer"], "hit_bytes"));
   w.sample("epochfs_served_bytes_total", "tier=\"source\"", num(src, "bytes"));
   w.family("epochfs_served_chunks_total", "counter",
            "Chunk pieces handed to READ requests, by the tier that had them.");
   for (const char* t : {"ram", "staging", "disk"}) {
-    if (tiers.contains(t)) w.sample("epochfs_served_chunks_total", std::string("tier=\"") + t + "\"", num(tiers[t], "hit_chunks"));
+    if (tiers.contains(t))
+      w.sample("epochfs_served_chunks_total", std::string("tier=\"") + t + "\"",
+               num(tiers[t], "hit_chunks"));
   }
   w.sample("epochfs_served_chunks_total", "tier=\"peer\"", num(stats["peer"], "hit_chunks"));
   w.sample("epochfs_served_chunks_total", "tier=\"source\"", num(src, "chunks"));
@@ -115,22 +126,26 @@ std::string MetricsExporter::render(const json& status, const json& stats,
   for (const auto& g : gauges) {
     w.family(g.name, g.type, g.help);
     for (const char* t : {"ram", "staging", "disk"}) {
-      if (tiers.contains(t)) w.sample(g.name, std::string("tier=\"") + t + "\"", num(tiers[t], g.key));
+      if (tiers.contains(t))
+        w.sample(g.name, std::string("tier=\"") + t + "\"", num(tiers[t], g.key));
     }
   }
 
   if (tiers.contains("disk") && tiers["disk"].contains("healthy")) {
     const json& d = tiers["disk"];
-    w.one("epochfs_disk_healthy", "gauge", "1 while the disk tier is in use, 0 while it is out (failing disk).",
+    w.one("epochfs_disk_healthy", "gauge",
+          "1 while the disk tier is in use, 0 while it is out (failing disk).",
           d.value("healthy", false) ? 1 : 0);
     w.family("epochfs_disk_errors_total", "counter", "Disk tier I/O errors and timeouts, by kind.");
     w.sample("epochfs_disk_errors_total", "kind=\"read\"", num(d, "read_errors"));
     w.sample("epochfs_disk_errors_total", "kind=\"write\"", num(d, "write_errors"));
     w.sample("epochfs_disk_errors_total", "kind=\"timeout\"", num(d, "timeouts"));
-    w.one("epochfs_disk_unhealthy_events_total", "counter", "Times the disk tier was taken out of use.",
-          num(d, "unhealthy_events"));
-    w.one("epochfs_disk_probes_total", "counter", "Health probes of an unhealthy disk tier.", num(d, "probes"));
-    w.one("epochfs_disk_probe_failures_total", "counter", "Health probes that failed.", num(d, "probe_failures"));
+    w.one("epochfs_disk_unhealthy_events_total", "counter",
+          "Times the disk tier was taken out of use.", num(d, "unhealthy_events"));
+    w.one("epochfs_disk_probes_total", "counter", "Health probes of an unhealthy disk tier.",
+          num(d, "probes"));
+    w.one("epochfs_disk_probe_failures_total", "counter", "Health probes that failed.",
+          num(d, "probe_failures"));
   }
 
   w.one("epochfs_source_read_chunks_total", "counter", "Whole chunks read from the source.",
@@ -139,7 +154,8 @@ std::string MetricsExporter::render(const json& status, const json& stats,
         num(src, "read_bytes"));
   w.one("epochfs_source_errors_total", "counter", "Source reads that failed.", num(src, "errors"));
   // The log2 histogram: bucket i holds [2^i, 2^(i+1)) us.
-  w.family("epochfs_source_latency_seconds", "histogram", "Latency of one chunk read from the source.");
+  w.family("epochfs_source_latency_seconds", "histogram",
+           "Latency of one chunk read from the source.");
   uint64_t cumulative = 0;
   for (int i = 0; i < cache::LatencyHistogram::kBuckets; ++i) {
     cumulative += lat.counts[i].load(std::memory_order_relaxed);
@@ -170,7 +186,8 @@ std::string MetricsExporter::render(const json& status, const json& stats,
   w.one("epochfs_memory_limit_bytes", "gauge",
         "The memory limit the defaults derive from (cgroup limit or MemTotal).",
         num(mem, "limit_bytes"));
-  w.one("epochfs_resident_bytes", "gauge", "The daemon's resident set size.", num(mem, "rss_bytes"));
+  w.one("epochfs_resident_bytes", "gauge", "The daemon's resident set size.",
+        num(mem, "rss_bytes"));
   struct StreamSeries {
     const char* name;
     const char* key;
@@ -180,12 +197,16 @@ std::string MetricsExporter::render(const json& status, const json& stats,
   const StreamSeries streams[] = {
       {"epochfs_prefetch_plan_entries", "length", "gauge", "Entries of a registered order."},
       {"epochfs_prefetch_position", "position", "gauge", "A stream's position in its order."},
-      {"epochfs_prefetch_lead_files", "lead_files", "gauge", "Entries prefetched ahead of the reader."},
+      {"epochfs_prefetch_lead_files", "lead_files", "gauge",
+       "Entries prefetched ahead of the reader."},
       {"epochfs_prefetch_lead_seconds", "lead_seconds", "gauge", "The lead in seconds of reading."},
-      {"epochfs_prefetch_stalls_total", "stalls", "counter", "Planned reads that waited on the source."},
+      {"epochfs_prefetch_stalls_total", "stalls", "counter",
+       "Planned reads that waited on the source."},
       {"epochfs_prefetch_hits_total", "hits", "counter", "Planned reads served from a cache tier."},
-      {"epochfs_prefetch_files_total", "prefetched_files", "counter", "Entries the prefetcher fetched."},
-      {"epochfs_prefetch_bytes_total", "prefetched_bytes", "counter", "Bytes the prefetcher fetched."},
+      {"epochfs_prefetch_files_total", "prefetched_files", "counter",
+       "Entries the prefetcher fetched."},
+      {"epochfs_prefetch_bytes_total", "prefetched_bytes", "counter",
+       "Bytes the prefetcher fetched."},
   };
   size_t count = pf.contains("streams") && pf["streams"].is_array() ? pf["streams"].size() : 0;
   for (const auto& s : streams) {
@@ -199,12 +220,14 @@ std::string MetricsExporter::render(const json& status, const json& stats,
   const json& warm = stats["warm"];
   w.one("epochfs_warm_jobs_total", "counter", "warm commands run.", num(warm, "jobs"));
   w.one("epochfs_warm_files_total", "counter", "Files warm fetched.", num(warm, "files"));
-  w.one("epochfs_warm_bytes_total", "counter", "Bytes warm fetched (from any tier).", num(warm, "bytes"));
+  w.one("epochfs_warm_bytes_total", "counter", "Bytes warm fetched (from any tier).",
+        num(warm, "bytes"));
   w.one("epochfs_warm_errors_total", "counter", "Files warm could not fetch.", num(warm, "errors"));
   const json& ev = stats["evict"];
   w.one("epochfs_evicted_chunks_total", "counter", "Chunk copies dropped by evict commands.",
         num(ev, "chunks"));
-  w.one("epochfs_evicted_bytes_total", "counter", "Bytes dropped by evict commands.", num(ev, "bytes"));
+  w.one("epochfs_evicted_bytes_total", "counter", "Bytes dropped by evict commands.",
+        num(ev, "bytes"));
   w.one("epochfs_refreshes_total", "counter", "refresh commands run.", num(stats, "refreshes"));
 
   const json& adm = stats["admin"];
@@ -214,7 +237,8 @@ std::string MetricsExporter::render(const json& status, const json& stats,
        "Admin connections refused (connection limit reached)."},
       {"epochfs_admin_requests_total", "requests", "counter", "Admin requests handled."},
       {"epochfs_admin_errors_total", "errors", "counter", "Admin requests answered with an error."},
-      {"epochfs_admin_denied_total", "denied", "counter", "Admin requests refused for permissions."},
+      {"epochfs_admin_denied_total", "denied", "counter",
+       "Admin requests refused for permissions."},
       {"epochfs_admin_oversized_total", "oversized", "counter",
        "Admin messages over the 64 KiB cap (connection closed)."},
       {"epochfs_admin_timeouts_total", "timeouts", "counter",
@@ -227,14 +251,16 @@ std::string MetricsExporter::render(const json& status, const json& stats,
   if (members.is_object()) {
     w.one("epochfs_peers_live", "gauge", "Members in placement (this node included).",
           num(members, "live_peers"));
-    w.one("epochfs_peers_suspect", "gauge", "Peers suspect now (missed a deadline or sent bad payloads).",
+    w.one("epochfs_peers_suspect", "gauge",
+          "Peers suspect now (missed a deadline or sent bad payloads).",
           num(members, "suspect_peers"));
-    w.one("epochfs_peer_suspicions_total", "counter", "Times a peer was made suspect for bad payloads.",
-          num(members, "suspect_count"));
+    w.one("epochfs_peer_suspicions_total", "counter",
+          "Times a peer was made suspect for bad payloads.", num(members, "suspect_count"));
     w.family("epochfs_peer_bad_payloads_total", "counter",
              "Peer replies rejected by the payload MAC or the XXH3 checksum (fetched elsewhere).");
     w.sample("epochfs_peer_bad_payloads_total", "check=\"mac\"", num(members, "mac_failures"));
-    w.sample("epochfs_peer_bad_payloads_total", "check=\"checksum\"", num(members, "checksum_failures"));
+    w.sample("epochfs_peer_bad_payloads_total", "check=\"checksum\"",
+             num(members, "checksum_failures"));
     w.family("epochfs_peer_refused_requests_total", "counter",
              "Peer requests refused: file outside the snapshot or another version.");
     w.sample("epochfs_peer_refused_requests_total", "by=\"self\"", num(members, "serve_refused"));

@@ -7,9 +7,8 @@
 // Thread-safety: render() is const and reentrant.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cache/cache_stats.h"
 

@@ -3,13 +3,12 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
-
-#include <spdlog/spdlog.h>
 
 namespace epochfs::fusefs {
 
@@ -45,7 +44,8 @@ Status MetricsHttpServer::start(uint16_t port) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(port);
   if (bind(listenFd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    return Status::fromErrno(errno, "--metrics-port: cannot bind 127.0.0.1:" + std::to_string(port));
+    return Status::fromErrno(errno,
+                             "--metrics-port: cannot bind 127.0.0.1:" + std::to_string(port));
   }
   if (listen(listenFd_, 16) != 0) return Status::fromErrno(errno, "metrics listen");
   socklen_t len = sizeof addr;
@@ -99,8 +99,8 @@ void MetricsHttpServer::serveOne(int fd) {
   const size_t sp2 = line.find(' ', sp1 == std::string::npos ? 0 : sp1 + 1);
   if (sp1 == std::string::npos) return;
   const std::string method = line.substr(0, sp1);
-  std::string target = line.substr(sp1 + 1, sp2 == std::string::npos ? std::string::npos
-                                                                      : sp2 - sp1 - 1);
+  std::string target =
+      line.substr(sp1 + 1, sp2 == std::string::npos ? std::string::npos : sp2 - sp1 - 1);
   if (const size_t q = target.find('?'); q != std::string::npos) target.resize(q);
   if (method != "GET" && method != "HEAD") {
     sendAll(fd, response("405 Method Not Allowed", "text/plain", "only GET /metrics\n"));

@@ -1,7 +1,5 @@
 #include "fusefs/mount_options.h"
 
-#include "fusefs/memory_limit.h"
-
 #include <grp.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -12,6 +10,8 @@
 #include <filesystem>
 #include <iostream>
 #include <set>
+
+#include "fusefs/memory_limit.h"
 
 namespace epochfs::fusefs {
 
@@ -24,9 +24,9 @@ namespace {
 // always ro,nosuid,nodev).
 bool isGenericMountOption(const std::string& name) {
   static const std::set<std::string> kGeneric = {
-      "rw",     "ro",       "suid",  "nosuid",   "dev",   "nodev",  "exec",     "noexec",
-      "auto",   "noauto",   "user",  "nouser",   "users", "owner",  "defaults", "_netdev",
-      "async",  "sync",     "atime", "noatime",  "relatime", "nofail", "diratime", "nodiratime"};
+      "rw",    "ro",     "suid",  "nosuid",  "dev",      "nodev",  "exec",     "noexec",
+      "auto",  "noauto", "user",  "nouser",  "users",    "owner",  "defaults", "_netdev",
+      "async", "sync",   "atime", "noatime", "relatime", "nofail", "diratime", "nodiratime"};
   return kGeneric.count(name) > 0 || name.rfind("x-", 0) == 0 || name.rfind("comment=", 0) == 0;
 }
 
@@ -51,8 +51,8 @@ Result<std::vector<std::string>> expandDashO(const std::vector<std::string>& arg
     size_t pos = 0;
     while (pos <= list.size()) {
       size_t comma = list.find(',', pos);
-      std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos
-                                                                      : comma - pos);
+      std::string item =
+          list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
       pos = comma == std::string::npos ? list.size() + 1 : comma + 1;
       if (item.empty() || isGenericMountOption(item)) continue;
       size_t eq = item.find('=');
@@ -126,7 +126,8 @@ Result<uint64_t> parseSize(const std::string& text, uint64_t memoryBytes) {
 Result<prefetch::TorchOrderSpec> parseTorchOrder(const std::string& text) {
   const std::string kPrefix = "torch-distributed";
   if (text.rfind(kPrefix, 0) != 0) {
-    return Status::invalidArgument("unknown order '" + text + "' (supported: torch-distributed:...)");
+    return Status::invalidArgument("unknown order '" + text +
+                                   "' (supported: torch-distributed:...)");
   }
   prefetch::TorchOrderSpec spec;
   std::string rest = text.substr(kPrefix.size());
@@ -138,7 +139,8 @@ Result<prefetch::TorchOrderSpec> parseTorchOrder(const std::string& text) {
     std::string item = rest.substr(pos, comma - pos);
     pos = comma + 1;
     size_t eq = item.find('=');
-    if (eq == std::string::npos) return Status::invalidArgument("expected key=value, got '" + item + "'");
+    if (eq == std::string::npos)
+      return Status::invalidArgument("expected key=value, got '" + item + "'");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     try {
       size_t used = 0;
@@ -226,15 +228,17 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
                  "Serve Prometheus /metrics on 127.0.0.1:PORT (0: any free port)")
       ->check(CLI::Range(0, 65535));
   std::string prefetchMemory;  // default: memoryDefaults()
-  app.add_option("--prefetch-window", o.prefetchWindow, "Plan entries to prefetch ahead (default 512)")
+  app.add_option("--prefetch-window", o.prefetchWindow,
+                 "Plan entries to prefetch ahead (default 512)")
       ->check(CLI::Range(0, 10000000));
   app.add_option("--prefetch-memory", prefetchMemory,
                  "Prefetch bytes in flight (default 1/16 of the memory limit, 4M..256M)");
   app.add_option("--prefetch-threads", o.prefetchThreads, "Concurrent prefetch reads (default 32)")
       ->check(CLI::Range(1, 1024));
   std::string pushPageCache = "off";
-  app.add_option("--push-page-cache", pushPageCache,
-                 "Push prefetched files into the kernel's page cache: off|on|sentinels (default off)")
+  app.add_option(
+         "--push-page-cache", pushPageCache,
+         "Push prefetched files into the kernel's page cache: off|on|sentinels (default off)")
       ->check(CLI::IsMember({"on", "off", "sentinels"}));
   app.add_option("--max-plan-entries", o.maxPlanEntries, "Cap on a registered order (default 20M)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
@@ -245,13 +249,16 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
   app.add_option("--order", order,
                  "Follow torch's sampler order: torch-distributed:seed=S,world=W,ranks=R1+R2");
   std::string peerIntegrity = "mac";
-  app.add_option("--peers", o.clusterPeers, "Cluster members host:port,... (same list on every node)");
+  app.add_option("--peers", o.clusterPeers,
+                 "Cluster members host:port,... (same list on every node)");
   app.add_option("--hostfile", o.clusterHostfile, "Cluster members, one host[:port] per line");
   app.add_flag("--slurm", o.clusterSlurm, "Cluster members from SLURM_JOB_NODELIST/SLURM_NODEID");
-  app.add_option("--listen", o.clusterListen, "Peer address ADDR:PORT (default: this node's entry)");
+  app.add_option("--listen", o.clusterListen,
+                 "Peer address ADDR:PORT (default: this node's entry)");
   app.add_option("--node-id", o.clusterNodeId, "This node's line in the member list")
       ->check(CLI::Range(0, 1 << 20));
-  app.add_option("--cluster-port", o.clusterPort, "Port of members given without one (default 7711)")
+  app.add_option("--cluster-port", o.clusterPort,
+                 "Port of members given without one (default 7711)")
       ->check(CLI::Range(1, 65535));
   app.add_option("--replicas", o.replicas, "Owners per file (default 1)")->check(CLI::Range(1, 16));
   app.add_option("--secret-file", o.secretFile, "The job's shared secret (mode 0600)");

@@ -27,7 +27,7 @@ struct MountOptions {
   // daemon's cgroup limit or MemTotal, and the file that set it ("MemTotal").
   uint64_t memoryLimitBytes = 0;
   std::string memoryLimitSource;
-  std::string cacheDir;        // empty: no disk tier
+  std::string cacheDir;         // empty: no disk tier
   uint64_t diskCacheBytes = 0;  // resolved when cacheDir is set
   uint32_t chunkSize = 1 << 20;
   unsigned threads = 0;  // resolved (default: 16)
@@ -51,23 +51,25 @@ struct MountOptions {
   // is left un-pushed and its read carries the position.
   enum class PushMode { kOff, kOpens, kSentinels };
   PushMode pushPageCache = PushMode::kOff;
-  uint64_t maxPlanEntries = 20000000;   // cap on one registered order
-  unsigned injectSourceLatencyMs = 0;   // fault injection: delay every source read
+  uint64_t maxPlanEntries = 20000000;  // cap on one registered order
+  unsigned injectSourceLatencyMs = 0;  // fault injection: delay every source read
   // Zero-change mode: --order torch-distributed:seed=S,world=W,ranks=R1+R2[,drop_last=1]
   bool torchOrder = false;
   prefetch::TorchOrderSpec torchOrderSpec;
   // Cluster (docs/CLUSTER.md): standalone unless one of peers/hostfile/slurm.
-  std::string clusterPeers;     // --peers host:port,... (every member, same order everywhere)
-  std::string clusterHostfile;  // --hostfile FILE (absolute)
-  bool clusterSlurm = false;    // --slurm
-  std::string clusterListen;    // --listen ADDR:PORT
-  int clusterNodeId = -1;       // --node-id N
-  uint16_t clusterPort = 7711;  // --cluster-port: entries without a port, --slurm
-  unsigned replicas = 1;        // --replicas K
-  std::string secretFile;       // --secret-file (absolute; 0600)
-  bool peerMac = true;          // --peer-integrity=mac|checksum
+  std::string clusterPeers;       // --peers host:port,... (every member, same order everywhere)
+  std::string clusterHostfile;    // --hostfile FILE (absolute)
+  bool clusterSlurm = false;      // --slurm
+  std::string clusterListen;      // --listen ADDR:PORT
+  int clusterNodeId = -1;         // --node-id N
+  uint16_t clusterPort = 7711;    // --cluster-port: entries without a port, --slurm
+  unsigned replicas = 1;          // --replicas K
+  std::string secretFile;         // --secret-file (absolute; 0600)
+  bool peerMac = true;            // --peer-integrity=mac|checksum
   unsigned peerTimeoutMs = 2000;  // --peer-timeout
-  bool clustered() const { return !clusterPeers.empty() || !clusterHostfile.empty() || clusterSlurm; }
+  bool clustered() const {
+    return !clusterPeers.empty() || !clusterHostfile.empty() || clusterSlurm;
+  }
   // The command line, for `epochctl status`.
   std::vector<std::string> given;
 };

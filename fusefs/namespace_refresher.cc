@@ -1,8 +1,8 @@
 #include "fusefs/namespace_refresher.h"
 
-#include <chrono>
-
 #include <spdlog/spdlog.h>
+
+#include <chrono>
 
 namespace epochfs::fusefs {
 

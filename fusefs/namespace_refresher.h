@@ -29,7 +29,7 @@
 namespace epochfs::fusefs {
 
 struct RefreshReport {
-  uint64_t version = 0;  // the dataset version after this refresh
+  uint64_t version = 0;                          // the dataset version after this refresh
   uint64_t added = 0, removed = 0, changed = 0;  // entries (files, dirs, symlinks)
   uint64_t invalidatedFiles = 0;                 // regular files whose chunks were dropped
   // Up to kMaxListed paths each (raw bytes), the tops of added/removed subtrees.

@@ -88,7 +88,8 @@ Result<prefetch::PlanEntry> PlanBuilder::resolve(const nlohmann::json& entry) co
   }
   auto ino = resolveAdminPath(ns_, path);
   if (!ino.isOk()) return ino.status();
-  if (!S_ISREG(ns_.attr(*ino).mode)) return Status::invalidArgument(path + " is not a regular file");
+  if (!S_ISREG(ns_.attr(*ino).mode))
+    return Status::invalidArgument(path + " is not a regular file");
   prefetch::PlanEntry out;
   out.relPath = ns_.path(*ino);
   out.identity = ns_.identity(*ino);

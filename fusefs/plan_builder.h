@@ -7,9 +7,8 @@
 #pragma once
 
 #include <memory>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "cache/status.h"
 #include "fusefs/dataset_namespace.h"

@@ -47,12 +47,9 @@ json PlanRegistry::page(int rank, uint64_t offset) const {
     const prefetch::PlanEntry& e = p->at(i);
     entries.push_back({e.identity.fileId, e.identity.size, e.offset, e.length});
   }
-  return {{"rank", rank},
-          {"epoch", p->epoch()},
-          {"start", p->start()},
-          {"length", p->size()},
-          {"entries", entries},
-          {"next_offset", end < p->size() ? json(end) : json(nullptr)}};
+  return {{"rank", rank},        {"epoch", p->epoch()},
+          {"start", p->start()}, {"length", p->size()},
+          {"entries", entries},  {"next_offset", end < p->size() ? json(end) : json(nullptr)}};
 }
 
 }  // namespace epochfs::fusefs

@@ -10,7 +10,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-
 #include <nlohmann/json.hpp>
 
 #include "prefetch/access_plan.h"

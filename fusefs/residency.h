@@ -9,7 +9,6 @@
 
 #include <cstdint>
 #include <functional>
-
 #include <nlohmann/json.hpp>
 
 #include "cache/chunk_cache.h"

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/mount.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -14,8 +15,6 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <spdlog/spdlog.h>
 
 #include "fusefs/mountinfo_path.h"
 #include "fusefs/supervisor_link.h"
@@ -242,9 +241,10 @@ bool Supervisor::onWorkerExit(int status) {
     return false;
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == kWorkerExitNamespaceChanged) {
-    spdlog::error("supervisor: the source changed since the mount; a new daemon cannot "
-                  "resume it: unmounting {}",
-                  options_.mountpoint);
+    spdlog::error(
+        "supervisor: the source changed since the mount; a new daemon cannot "
+        "resume it: unmounting {}",
+        options_.mountpoint);
     exitCode_ = 1;
     return false;
   }

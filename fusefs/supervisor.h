@@ -56,7 +56,7 @@ class Supervisor {
   std::string lastError_;
   std::string startError_;
   pid_t worker_ = -1;
-  pid_t lastPid_ = -1;  // the worker that ended last
+  pid_t lastPid_ = -1;     // the worker that ended last
   bool served_ = false;    // a worker reported ready at least once
   bool stopping_ = false;  // a stop signal arrived
   int exitCode_ = 0;

@@ -32,7 +32,7 @@ class SupervisorLink {
   ~SupervisorLink();
 
   bool restarted() const { return fuseFd_ >= 0; }
-  int fuseFd() const { return fuseFd_; }                       // -1: mount yourself
+  int fuseFd() const { return fuseFd_; }  // -1: mount yourself
   const std::string& initMessage() const { return initMessage_; }
   const std::string& expectedFingerprint() const { return fingerprint_; }  // "" if none
 

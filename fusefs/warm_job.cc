@@ -30,7 +30,8 @@ WarmJob::~WarmJob() {
 void WarmJob::start() {
   startedAt_ = std::chrono::steady_clock::now();
   counters_.jobs.fetch_add(1, std::memory_order_relaxed);
-  const unsigned n = static_cast<unsigned>(std::min<size_t>(threads_, std::max<size_t>(1, files_.size())));
+  const unsigned n =
+      static_cast<unsigned>(std::min<size_t>(threads_, std::max<size_t>(1, files_.size())));
   running_.store(n);
   for (unsigned i = 0; i < n; ++i) workers_.emplace_back([this] { work(); });
 }
@@ -76,9 +77,8 @@ WarmJob::Progress WarmJob::progress() const {
   p.cancelled = cancel_.load();
   const int64_t finished = finishedNs_.load();
   p.done = workers_.empty() ? false : running_.load() == 0;
-  const int64_t started = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                              startedAt_.time_since_epoch())
-                              .count();
+  const int64_t started =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(startedAt_.time_since_epoch()).count();
   p.seconds = static_cast<double>((p.done && finished ? finished : nowNs()) - started) / 1e9;
   std::lock_guard<std::mutex> lock(errorMu_);
   p.firstError = firstError_;

@@ -16,7 +16,7 @@
 namespace epochfs::prefetch {
 
 struct PlanEntry {
-  std::string relPath;          // relative to the source root
+  std::string relPath;           // relative to the source root
   cache::FileIdentity identity;  // the snapshot's version of the file
   uint64_t offset = 0;
   uint64_t length = 0;  // bytes to read from offset (whole file: its size)

@@ -15,15 +15,16 @@ namespace epochfs::prefetch {
 class PagePusher {
  public:
   enum class Outcome {
-    kPushed,    // every byte is in the kernel's page cache
-    kSkipped,   // not pushed, and nothing wrong: the kernel does not know the
-                // inode (never looked up), or the file is not this version
-    kFailed,    // the kernel refused it (counted as a push failure)
+    kPushed,   // every byte is in the kernel's page cache
+    kSkipped,  // not pushed, and nothing wrong: the kernel does not know the
+               // inode (never looked up), or the file is not this version
+    kFailed,   // the kernel refused it (counted as a push failure)
   };
   virtual ~PagePusher() = default;
   // `chunks` are the file's chunks 0..n-1 of version `id`, in order, as the
   // chunk cache returned them (checksum-verified there).
-  virtual Outcome push(const cache::FileIdentity& id, const std::vector<cache::ChunkRef>& chunks) = 0;
+  virtual Outcome push(const cache::FileIdentity& id,
+                       const std::vector<cache::ChunkRef>& chunks) = 0;
 };
 
 }  // namespace epochfs::prefetch

@@ -1,9 +1,9 @@
 #include "prefetch/prefetcher.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
-
-#include <spdlog/spdlog.h>
 
 namespace epochfs::prefetch {
 
@@ -128,8 +128,8 @@ bool wholeFile(const PlanEntry& e) { return e.offset == 0 && e.length >= e.ident
 }  // namespace
 
 std::shared_ptr<Prefetcher::Stream> Prefetcher::nearestEntry(
-    uint64_t fileId, const std::function<bool(const Stream&, uint32_t)>& eligible,
-    uint32_t* pos, bool* planned) const {
+    uint64_t fileId, const std::function<bool(const Stream&, uint32_t)>& eligible, uint32_t* pos,
+    bool* planned) const {
   // One access is one entry of one stream: the plans of other ranks (or the
   // next epoch, in the zero-change mode's two-epoch plans) may name the same
   // file, and must not see it consumed. The entry nearest its stream's
@@ -396,8 +396,8 @@ void Prefetcher::schedulerLoop() {
       }
       if (now - s->lastProgressNs.load() > static_cast<int64_t>(options_.expirySeconds * 1e9)) {
         // This plan only: other ranks' readers may still be following theirs.
-        spdlog::info("prefetch: plan for rank {} epoch {} expired (no progress)",
-                     s->plan->rank(), s->plan->epoch());
+        spdlog::info("prefetch: plan for rank {} epoch {} expired (no progress)", s->plan->rank(),
+                     s->plan->epoch());
         std::lock_guard<std::mutex> lock(streamsMu_);
         auto next = std::make_shared<Streams>();
         for (const auto& o : *streams_) {

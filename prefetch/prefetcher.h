@@ -26,6 +26,8 @@
 // Thread-safety: all public methods may be called from any thread.
 #pragma once
 
+#include <concurrentqueue/blockingconcurrentqueue.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -36,8 +38,6 @@
 #include <thread>
 #include <vector>
 
-#include <concurrentqueue/blockingconcurrentqueue.h>
-
 #include "cache/chunk_cache.h"
 #include "cache/eviction_advisor.h"
 #include "prefetch/access_plan.h"
@@ -46,8 +46,8 @@
 namespace epochfs::prefetch {
 
 struct PrefetchOptions {
-  unsigned workers = 32;           // outstanding source reads
-  uint32_t windowFiles = 512;      // entries ahead of the reader
+  unsigned workers = 32;             // outstanding source reads
+  uint32_t windowFiles = 512;        // entries ahead of the reader
   uint64_t memoryBytes = 256 << 20;  // prefetch bytes in flight
   // Bytes prefetched ahead of a stream's position (0: no limit). Prefetched,
   // unread data occupies the RAM tier; with the dataset larger than the cache
@@ -70,14 +70,14 @@ struct PrefetchOptions {
 struct StreamStats {
   int64_t epoch = 0;
   int rank = 0;
-  uint64_t length = 0;      // plan entries
+  uint64_t length = 0;  // plan entries
   uint64_t start = 0;
-  uint64_t position = 0;    // start + consumed entries
-  uint64_t leadFiles = 0;   // prefetched or in flight beyond the position
-  double leadSeconds = 0;   // leadFiles at the recent consumption rate
+  uint64_t position = 0;   // start + consumed entries
+  uint64_t leadFiles = 0;  // prefetched or in flight beyond the position
+  double leadSeconds = 0;  // leadFiles at the recent consumption rate
   uint64_t consumed = 0;
-  uint64_t stalls = 0;      // planned reads that had to wait on the source or a peer
-  uint64_t hits = 0;        // planned reads served from a cache tier
+  uint64_t stalls = 0;  // planned reads that had to wait on the source or a peer
+  uint64_t hits = 0;    // planned reads served from a cache tier
   uint64_t prefetchedFiles = 0;
   uint64_t prefetchedBytes = 0;
   bool expired = false;
@@ -113,7 +113,8 @@ class Prefetcher : public cache::EvictionAdvisor {
                  uint32_t count);
 
   // Called with the file id of every read that starts at offset 0 (a file
-  // being opened and read; with positionFromOpens: of every open), plan or not. Set once, before reads start.
+  // being opened and read; with positionFromOpens: of every open), plan or not. Set once, before
+  // reads start.
   void setReadObserver(std::function<void(uint64_t fileId)> observer) {
     observer_ = std::move(observer);
   }
@@ -174,8 +175,9 @@ class Prefetcher : public cache::EvictionAdvisor {
   // The not yet consumed entry of `fileId` nearest its stream's position,
   // among those `eligible` accepts; null when none. `planned`: some plan
   // names the file.
-  std::shared_ptr<Stream> nearestEntry(uint64_t fileId, const std::function<bool(const Stream&, uint32_t)>& eligible,
-                       uint32_t* pos, bool* planned) const;
+  std::shared_ptr<Stream> nearestEntry(uint64_t fileId,
+                                       const std::function<bool(const Stream&, uint32_t)>& eligible,
+                                       uint32_t* pos, bool* planned) const;
   // After a plan entry's chunks were fetched: push them when it is a whole
   // file not yet read.
   void maybePush(Stream& s, uint32_t pos, const std::vector<cache::ChunkRef>& chunks);

@@ -1,9 +1,9 @@
 #include "prefetch/torch_order_follower.h"
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <limits>
-
-#include <spdlog/spdlog.h>
 
 #include "prefetch/torch_permutation.h"
 
@@ -107,7 +107,7 @@ void TorchOrderFollower::drainInto(std::vector<int64_t>& reads) {
 }
 
 void TorchOrderFollower::run() {
-  std::vector<int64_t> first;   // sample reads before the epoch is known
+  std::vector<int64_t> first;    // sample reads before the epoch is known
   std::vector<int64_t> repeats;  // samples read again: a new epoch began
   size_t sinceRepeat = 0;
   uint64_t ids[256];

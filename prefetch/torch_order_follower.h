@@ -9,14 +9,14 @@
 // the work happens on the follower's own thread.
 #pragma once
 
+#include <concurrentqueue/concurrentqueue.h>
+
 #include <atomic>
 #include <cstdint>
 #include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
-
-#include <concurrentqueue/concurrentqueue.h>
 
 #include "prefetch/access_plan.h"
 #include "prefetch/prefetcher.h"

@@ -98,7 +98,9 @@ ChunkServer::Reply ChunkServer::answer(const Task& t) {
         spdlog::warn("cluster: refused node {}'s request for file {:016x} ({}; {} refused so far)",
                      t.remote, t.req.fileId,
                      reply.code == static_cast<uint32_t>(Status::Code::kStale)
-                         ? "another version" : "not in this dataset", n);
+                         ? "another version"
+                         : "not in this dataset",
+                     n);
       }
     }
   } else {
@@ -112,9 +114,9 @@ ChunkServer::Reply ChunkServer::answer(const Task& t) {
   } else if (signing_ && t.mac.valid()) {
     // Signed here, off the progress thread, with the session key the
     // progress thread copied into the task.
-    reply.tag = t.mac.sign(wire::kToClient, reply.counter, &reply, sizeof reply,
-                           out.chunk ? out.chunk->data.data() : nullptr,
-                           out.chunk ? out.chunk->size() : 0);
+    reply.tag =
+        t.mac.sign(wire::kToClient, reply.counter, &reply, sizeof reply,
+                   out.chunk ? out.chunk->data.data() : nullptr, out.chunk ? out.chunk->size() : 0);
   }
   return out;
 }

@@ -30,11 +30,11 @@ class ChunkServer {
   using Clock = std::chrono::steady_clock;
 
   struct Task {
-    uint64_t connId = 0;   // the inbound connection to answer on
-    uint32_t remote = 0;   // the asking node
+    uint64_t connId = 0;  // the inbound connection to answer on
+    uint32_t remote = 0;  // the asking node
     wire::Request req;
     Clock::time_point arrived;
-    PayloadMac mac;        // the connection's session key (copied by the progress thread)
+    PayloadMac mac;  // the connection's session key (copied by the progress thread)
   };
   struct Reply {
     uint64_t connId = 0;

@@ -40,13 +40,13 @@ struct ClusterConfig {
   std::vector<Member> members;  // every node, this one included, same order everywhere
   uint32_t selfId = 0;
   std::string listenHost = "0.0.0.0";
-  uint16_t listenPort = 0;      // 0: any free port (tests)
-  unsigned replicas = 1;        // owners per file
+  uint16_t listenPort = 0;                   // 0: any free port (tests)
+  unsigned replicas = 1;                     // owners per file
   std::chrono::milliseconds deadline{2000};  // per peer request
-  std::string secret;           // the job's shared secret (required)
-  bool macPayloads = true;      // false: --peer-integrity=checksum (XXH3 only)
-  uint64_t capacityBytes = 0;   // this node's cache size, the placement weight
-  unsigned serveThreads = 4;    // threads answering peers (they may read the source)
+  std::string secret;                        // the job's shared secret (required)
+  bool macPayloads = true;                   // false: --peer-integrity=checksum (XXH3 only)
+  uint64_t capacityBytes = 0;                // this node's cache size, the placement weight
+  unsigned serveThreads = 4;                 // threads answering peers (they may read the source)
   unsigned maxInFlightPerPeer = 64;
   unsigned maxQueuedServes = 1024;
   // Idle receive buffers kept for reuse (no zero-fill, no page faults for the

@@ -153,7 +153,8 @@ Result<Membership> resolveMembership(const MembershipSpec& spec) {
     if (list == nullptr) list = std::getenv("SLURM_NODELIST");
     if (list == nullptr) return Status::invalidArgument("--slurm: SLURM_JOB_NODELIST is not set");
     auto hosts = expandSlurmNodelist(list);
-    if (!hosts.isOk()) return Status::invalidArgument("SLURM_JOB_NODELIST: " + hosts.status().message());
+    if (!hosts.isOk())
+      return Status::invalidArgument("SLURM_JOB_NODELIST: " + hosts.status().message());
     const uint16_t port = listen ? listen->port : spec.defaultPort;
     for (const auto& h : *hosts) {
       mb.members.push_back(Member{static_cast<uint32_t>(mb.members.size()), h, port});

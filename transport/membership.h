@@ -41,8 +41,7 @@ cache::Result<Membership> resolveMembership(const MembershipSpec& spec);
 // "host", "host:port", "[v6]:port" -> member (id left 0).
 cache::Result<Member> parseHostPort(const std::string& text, uint16_t defaultPort);
 // Hostfile lines (comments and blanks skipped) -> members with ids.
-cache::Result<std::vector<Member>> parseHostfileText(const std::string& text,
-                                                     uint16_t defaultPort);
+cache::Result<std::vector<Member>> parseHostfileText(const std::string& text, uint16_t defaultPort);
 // SLURM_JOB_NODELIST as `scontrol show hostnames` expands it:
 // "n[01-03,7],gpu[1-2]-ib,login" -> n01 n02 n03 n07 gpu1-ib gpu2-ib login.
 cache::Result<std::vector<std::string>> expandSlurmNodelist(const std::string& list);

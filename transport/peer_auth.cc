@@ -112,7 +112,8 @@ Tag PayloadMac::sign(uint32_t direction, uint64_t counter, const void* header, s
   };
   thread_local std::unique_ptr<EVP_CIPHER_CTX, CtxFree> owned(EVP_CIPHER_CTX_new());
   EVP_CIPHER_CTX* ctx = owned.get();
-  if (ctx == nullptr || cipher == nullptr) throw std::runtime_error("ChaCha20-Poly1305 unavailable");
+  if (ctx == nullptr || cipher == nullptr)
+    throw std::runtime_error("ChaCha20-Poly1305 unavailable");
   uint8_t iv[12];
   std::memcpy(iv, &direction, 4);
   std::memcpy(iv + 4, &counter, 8);
@@ -125,12 +126,12 @@ Tag PayloadMac::sign(uint32_t direction, uint64_t counter, const void* header, s
   // padding is unambiguous.
   static const uint8_t kZeros[16] = {};
   const size_t pad = (16 - headerLen % 16) % 16;
-  bool ok = EVP_EncryptInit_ex(ctx, cipher, nullptr, key_.data(), iv) == 1 &&
-            (headerLen == 0 ||
-             (EVP_EncryptUpdate(ctx, nullptr, &outl, static_cast<const uint8_t*>(header),
-                                static_cast<int>(headerLen)) == 1 &&
-              (pad == 0 ||
-               EVP_EncryptUpdate(ctx, nullptr, &outl, kZeros, static_cast<int>(pad)) == 1)));
+  bool ok =
+      EVP_EncryptInit_ex(ctx, cipher, nullptr, key_.data(), iv) == 1 &&
+      (headerLen == 0 ||
+       (EVP_EncryptUpdate(ctx, nullptr, &outl, static_cast<const uint8_t*>(header),
+                          static_cast<int>(headerLen)) == 1 &&
+        (pad == 0 || EVP_EncryptUpdate(ctx, nullptr, &outl, kZeros, static_cast<int>(pad)) == 1)));
   // In pieces (Poly1305 buffers partial blocks: the tag does not depend on them).
   const auto* d = static_cast<const uint8_t*>(data);
   for (size_t off = 0; ok && off < dataLen; off += kPieceBytes) {
@@ -139,7 +140,8 @@ Tag PayloadMac::sign(uint32_t direction, uint64_t counter, const void* header, s
     if (ok && alongside) alongside(d + off, n);
   }
   ok = ok && EVP_EncryptFinal_ex(ctx, none, &outl) == 1 &&
-       EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, static_cast<int>(tag.size()), tag.data()) == 1;
+       EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, static_cast<int>(tag.size()), tag.data()) ==
+           1;
   if (!ok) throw std::runtime_error("payload MAC (ChaCha20-Poly1305) failed");
   return tag;
 }

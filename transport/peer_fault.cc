@@ -8,8 +8,10 @@ using cache::Result;
 using cache::Status;
 
 std::string PeerFault::describe() const {
-  const char* m = mode == Mode::kWire ? "wire" : mode == Mode::kMemory ? "memory"
-                : mode == Mode::kForge ? "forge" : "none";
+  const char* m = mode == Mode::kWire     ? "wire"
+                  : mode == Mode::kMemory ? "memory"
+                  : mode == Mode::kForge  ? "forge"
+                                          : "none";
   return std::string(m) + " every " + std::to_string(every);
 }
 
@@ -33,8 +35,8 @@ Result<PeerFault> parsePeerFault(const std::string& spec) {
     char* end = nullptr;
     const unsigned long v = std::strtoul(n.c_str(), &end, 10);
     if (n.empty() || *end != '\0' || v < 1 || v > 1000000) {
-      return Status::invalidArgument(std::string(kPeerFaultEnv) + ": EVERY must be 1..1000000, not '" +
-                                     n + "'");
+      return Status::invalidArgument(std::string(kPeerFaultEnv) +
+                                     ": EVERY must be 1..1000000, not '" + n + "'");
     }
     f.every = static_cast<uint32_t>(v);
   }

@@ -20,7 +20,8 @@ std::vector<uint32_t> rendezvousOwners(uint64_t fileId, const std::vector<Candid
                                        unsigned k) {
   std::vector<std::pair<double, uint32_t>> scored;
   scored.reserve(live.size());
-  for (const auto& c : live) scored.emplace_back(rendezvousScore(fileId, c.nodeId, c.weight), c.nodeId);
+  for (const auto& c : live)
+    scored.emplace_back(rendezvousScore(fileId, c.nodeId, c.weight), c.nodeId);
   const size_t n = std::min<size_t>(k, scored.size());
   std::partial_sort(scored.begin(), scored.begin() + static_cast<long>(n), scored.end(),
                     [](const auto& a, const auto& b) {

@@ -57,7 +57,7 @@ class ReceiveBufferPool : public std::enable_shared_from_this<ReceiveBufferPool>
   const size_t maxIdleBytes_;
   mutable std::mutex mu_;
   std::vector<cache::ChunkBuffer> idle_;  // guarded by mu_
-  size_t idleBytes_ = 0;                 // capacities of idle_, guarded by mu_
+  size_t idleBytes_ = 0;                  // capacities of idle_, guarded by mu_
   std::atomic<uint64_t> reused_{0}, allocated_{0};
 };
 

@@ -4,6 +4,7 @@
 #include "transport/ucx_cluster.h"
 
 #include <netdb.h>
+#include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -11,8 +12,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-
-#include <spdlog/spdlog.h>
 
 namespace epochfs::transport {
 
@@ -65,17 +64,18 @@ UcxCluster::UcxCluster(const ClusterConfig& config, ServeFn serve)
     }
     peers_.push_back(std::move(p));
   }
-  for (uint16_t i = 0; i < amArgs_.size(); ++i) amArgs_[i] = AmArg{this, uint16_t(wire::kFirstAm + i)};
+  for (uint16_t i = 0; i < amArgs_.size(); ++i)
+    amArgs_[i] = AmArg{this, uint16_t(wire::kFirstAm + i)};
   std::vector<ChunkServer::Stats*> stats;
   for (auto& p : peers_) stats.push_back(p->member.id == cfg_.selfId ? nullptr : &p->serving);
-  server_ = std::make_unique<ChunkServer>(
-      cfg_, std::move(serve), macCounter_, std::move(stats), [this](ChunkServer::Reply r) {
-        Op op;
-        op.connId = r.connId;
-        op.reply = r.header;
-        op.chunk = std::move(r.chunk);
-        post(std::move(op));
-      });
+  server_ = std::make_unique<ChunkServer>(cfg_, std::move(serve), macCounter_, std::move(stats),
+                                          [this](ChunkServer::Reply r) {
+                                            Op op;
+                                            op.connId = r.connId;
+                                            op.reply = r.header;
+                                            op.chunk = std::move(r.chunk);
+                                            post(std::move(op));
+                                          });
   recomputeLive();
 }
 
@@ -89,7 +89,8 @@ Status UcxCluster::init() {
   // (TIME-WAIT connections of its previous life). A UCT setting: environment only.
   setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
   ucp_config_t* uconf = nullptr;
-  if (ucp_config_read(nullptr, nullptr, &uconf) != UCS_OK) return Status::ioError("ucp_config_read failed");
+  if (ucp_config_read(nullptr, nullptr, &uconf) != UCS_OK)
+    return Status::ioError("ucp_config_read failed");
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
@@ -114,8 +115,8 @@ Status UcxCluster::init() {
     return s;
   }
   server_->start();
-  spdlog::info("cluster: node {} of {} listening on {}:{} (replicas {}, integrity {})",
-               cfg_.selfId, cfg_.members.size(), cfg_.listenHost, port_.load(), cfg_.replicas,
+  spdlog::info("cluster: node {} of {} listening on {}:{} (replicas {}, integrity {})", cfg_.selfId,
+               cfg_.members.size(), cfg_.listenHost, port_.load(), cfg_.replicas,
                cfg_.macPayloads ? "mac" : "checksum");
   if (cfg_.fault.active()) {
     spdlog::error("cluster: TEST FAULT HOOK ACTIVE ({}={}): this node corrupts chunks it serves",
@@ -143,18 +144,22 @@ Status UcxCluster::setUpWorker() {
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;
   wp.events = UCP_WAKEUP_RX | UCP_WAKEUP_TX;
   ucs_status_t st = ucp_worker_create(context_, &wp, &worker_);
-  if (st != UCS_OK) return Status::ioError(std::string("ucp_worker_create: ") + ucs_status_string(st));
+  if (st != UCS_OK)
+    return Status::ioError(std::string("ucp_worker_create: ") + ucs_status_string(st));
   ucp_worker_attr_t wa{};
   wa.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
   if (ucp_worker_query(worker_, &wa) == UCS_OK && wa.max_am_header < sizeof(wire::Hello)) {
-    return Status::unavailable("UCX AM header limit too small: " + std::to_string(wa.max_am_header));
+    return Status::unavailable("UCX AM header limit too small: " +
+                               std::to_string(wa.max_am_header));
   }
-  if (ucp_worker_get_efd(worker_, &workerFd_) != UCS_OK) return Status::ioError("ucp_worker_get_efd");
+  if (ucp_worker_get_efd(worker_, &workerFd_) != UCS_OK)
+    return Status::ioError("ucp_worker_get_efd");
   for (int fd : {workerFd_, wakeFd_}) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
-    if (epoll_ctl(epollFd_, EPOLL_CTL_ADD, fd, &ev) != 0) return Status::fromErrno(errno, "epoll_ctl");
+    if (epoll_ctl(epollFd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+      return Status::fromErrno(errno, "epoll_ctl");
   }
   for (auto& a : amArgs_) {
     ucp_am_handler_param_t hp{};
@@ -163,7 +168,8 @@ Status UcxCluster::setUpWorker() {
     hp.id = a.id;
     hp.cb = &UcxCluster::amTrampoline;
     hp.arg = &a;
-    if (ucp_worker_set_am_recv_handler(worker_, &hp) != UCS_OK) return Status::ioError("AM handler");
+    if (ucp_worker_set_am_recv_handler(worker_, &hp) != UCS_OK)
+      return Status::ioError("AM handler");
   }
   sockaddr_storage addr{};
   socklen_t len = 0;
@@ -363,7 +369,8 @@ UcxCluster::Inbound* UcxCluster::inboundByEp(ucp_ep_h ep) {
 void UcxCluster::dropInbound(ucp_ep_h ep, const std::string& why) {
   auto it = inbound_.find(ep);
   if (it == inbound_.end()) return;
-  if (!why.empty()) spdlog::warn("cluster: dropping a connection from node {}: {}", it->second.remote, why);
+  if (!why.empty())
+    spdlog::warn("cluster: dropping a connection from node {}: {}", it->second.remote, why);
   inboundById_.erase(it->second.connId);
   inbound_.erase(it);
   closeEp(ep);

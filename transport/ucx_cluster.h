@@ -85,7 +85,7 @@ class UcxCluster final : public Cluster {
     std::atomic<uint64_t> macFailures{0}, checksumFailures{0}, fetchRefused{0};
     std::atomic<uint64_t> suspectCount{0};
     std::atomic<int64_t> suspectUntilMs{0};  // suspectUntil for peers(), steady-clock ms
-    std::string lastError;  // guarded by infoMu_
+    std::string lastError;                   // guarded by infoMu_
     // Times of recent bad replies, and whether a suspicion is queued for the
     // progress thread; guarded by infoMu_.
     std::deque<Clock::time_point> badReplies;

@@ -2,9 +2,9 @@
 // request deadlines and retries (the progress thread's timers), placement's
 // live view and what `epochctl peers` shows. Setup and the progress loop are
 // in ucx_cluster.cc, the protocol in ucx_cluster_protocol.cc.
-#include <algorithm>
-
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 #include "transport/ucx_cluster.h"
 
@@ -18,7 +18,6 @@ const char* stateName(int s) {
   static const char* kNames[] = {"self", "down", "connecting", "up", "suspect", "refused"};
   return s >= 0 && s < 6 ? kNames[s] : "?";
 }
-
 
 }  // namespace
 
@@ -41,11 +40,13 @@ void UcxCluster::peerFailed(Peer& p, State next, const std::string& why) {
   for (auto& [id, pend] : pending_) {
     if (pend->peer == p.member.id) mine.push_back(pend);
   }
-  for (auto& pend : mine) complete(pend, Status::unavailable("peer " + p.member.address() + ": " + why));
+  for (auto& pend : mine)
+    complete(pend, Status::unavailable("peer " + p.member.address() + ": " + why));
   p.inFlight = 0;
   p.mac = PayloadMac();
   setState(p, next);
-  p.retryAt = Clock::now() + std::chrono::milliseconds(next == State::kRefused ? 5000 : p.backoffMs);
+  p.retryAt =
+      Clock::now() + std::chrono::milliseconds(next == State::kRefused ? 5000 : p.backoffMs);
   p.backoffMs = std::min(p.backoffMs * 2, 2000u);
 }
 
@@ -66,13 +67,15 @@ void UcxCluster::markSuspect(Peer& p, Clock::time_point now) {
   }
   p.lastSuspected = now;
   p.suspectUntil = now + p.nextSuspectFor;
-  p.suspectUntilMs = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         p.suspectUntil.time_since_epoch()).count();
+  p.suspectUntilMs =
+      std::chrono::duration_cast<std::chrono::milliseconds>(p.suspectUntil.time_since_epoch())
+          .count();
   p.nextPing = p.suspectUntil;
   p.suspectCount.fetch_add(1, std::memory_order_relaxed);
-  spdlog::warn("cluster: peer {} ({}) sent {} bad payloads within {} ms; suspect, not asked for {} ms",
-               p.member.id, p.member.address(), cfg_.suspectAfter, cfg_.failureWindow.count(),
-               p.nextSuspectFor.count());
+  spdlog::warn(
+      "cluster: peer {} ({}) sent {} bad payloads within {} ms; suspect, not asked for {} ms",
+      p.member.id, p.member.address(), cfg_.suspectAfter, cfg_.failureWindow.count(),
+      p.nextSuspectFor.count());
   setLastError(p, "suspect: repeated bad payloads (MAC or checksum)");
   if (s == State::kUp) setState(p, State::kSuspect);
 }
@@ -214,9 +217,11 @@ std::vector<PeerInfo> UcxCluster::peers() const {
     i.suspectCount = p->suspectCount.load();
     i.faultsInjected = p->serving.faultsInjected.load();
     if (s == static_cast<int>(State::kSuspect)) {
-      const int64_t nowMs = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                Clock::now().time_since_epoch()).count();
-      i.suspectForMs = static_cast<uint64_t>(std::max<int64_t>(0, p->suspectUntilMs.load() - nowMs));
+      const int64_t nowMs =
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
+              .count();
+      i.suspectForMs =
+          static_cast<uint64_t>(std::max<int64_t>(0, p->suspectUntilMs.load() - nowMs));
     }
     i.lastError = p->lastError;
     out.push_back(std::move(i));

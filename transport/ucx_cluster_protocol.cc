@@ -1,9 +1,9 @@
 // UcxCluster: the active-message protocol (wire_format.h) — handshake,
 // requests and replies — plus the callers' fetch(). Serving: chunk_server.cc.
-#include <cstring>
-
 #include <spdlog/spdlog.h>
 #include <xxhash.h>
+
+#include <cstring>
 
 #include "cache/checksum.h"
 #include "transport/ucx_cluster.h"
@@ -31,7 +31,8 @@ struct RecvCtx {
 Status refusal(uint32_t code, const std::string& owner) {
   switch (static_cast<Status::Code>(code)) {
     case Status::Code::kNotFound:
-      return Status::notFound("owner " + owner + " refused: the file is not in its dataset snapshot");
+      return Status::notFound("owner " + owner +
+                              " refused: the file is not in its dataset snapshot");
     case Status::Code::kStale:
       return Status::stale("owner " + owner + " refused: it holds another version of the file");
     case Status::Code::kTimedOut:
@@ -52,8 +53,8 @@ bool UcxCluster::sendAm(ucp_ep_h ep, uint16_t id, const void* header, size_t hea
                      static_cast<const uint8_t*>(header) + headerLen);
   ctx->chunk = std::move(chunk);
   ucp_request_param_t rp{};
-  rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                    UCP_OP_ATTR_FIELD_FLAGS;
+  rp.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
   rp.flags = UCP_AM_SEND_FLAG_REPLY;
   rp.cb.send = &UcxCluster::onSendDone;
   rp.user_data = ctx;
@@ -83,7 +84,8 @@ void UcxCluster::sendRequest(const std::shared_ptr<Pending>& p) {
     return complete(p, Status::unavailable("peer " + peer.member.address() + " is not up"));
   }
   if (peer.inFlight >= cfg_.maxInFlightPerPeer) {
-    return complete(p, Status::unavailable("too many requests in flight to " + peer.member.address()));
+    return complete(p,
+                    Status::unavailable("too many requests in flight to " + peer.member.address()));
   }
   const auto now = Clock::now();
   if (p->deadline <= now) return complete(p, Status::timedOut("deadline passed before sending"));
@@ -188,7 +190,8 @@ void UcxCluster::onHello(ucp_ep_h ep, const wire::Hello& h) {
   c.memberCount = static_cast<uint32_t>(cfg_.members.size());
   c.capacity = cfg_.capacityBytes;
   c.nonce = in->serverNonce;
-  c.proof = handshakeProof(cfg_.secret, 'S', in->clientNonce, in->serverNonce, in->remote, cfg_.selfId);
+  c.proof =
+      handshakeProof(cfg_.secret, 'S', in->clientNonce, in->serverNonce, in->remote, cfg_.selfId);
   sendAm(ep, wire::kChallenge, &c, sizeof c, nullptr);
 }
 
@@ -208,7 +211,8 @@ void UcxCluster::onChallenge(ucp_ep_h ep, const wire::Hello& h) {
   pr.proof = handshakeProof(cfg_.secret, 'C', p->clientNonce, h.nonce, cfg_.selfId, p->member.id);
   p->mac = PayloadMac(sessionKey(cfg_.secret, p->clientNonce, h.nonce));
   p->capacity = h.capacity;
-  if (!sendAm(ep, wire::kProof, &pr, sizeof pr, nullptr)) peerFailed(*p, State::kDown, "send failed");
+  if (!sendAm(ep, wire::kProof, &pr, sizeof pr, nullptr))
+    peerFailed(*p, State::kDown, "send failed");
 }
 
 void UcxCluster::onProof(ucp_ep_h ep, const wire::Proof& m) {
@@ -232,7 +236,8 @@ void UcxCluster::onProof(ucp_ep_h ep, const wire::Proof& m) {
 
 void UcxCluster::onWelcome(ucp_ep_h ep, const wire::Welcome& m) {
   Peer* p = peerByEp(ep);
-  if (p == nullptr || p->state.load() != static_cast<int>(State::kConnecting) || !p->mac.valid()) return;
+  if (p == nullptr || p->state.load() != static_cast<int>(State::kConnecting) || !p->mac.valid())
+    return;
   if (!p->mac.verify(m.tag, wire::kWelcomeDir, 0, "welcome", 7, nullptr, 0)) {
     p->authFailures.fetch_add(1);
     spdlog::error("cluster: peer {} ({}) sent a forged welcome; refused", p->member.id,
@@ -271,7 +276,8 @@ void UcxCluster::onRequest(ucp_ep_h ep, const wire::Request& r) {
   op.reply.code = static_cast<uint32_t>(Status::Code::kUnavailable);
   op.reply.counter = macCounter_.fetch_add(1);
   if (integrity_ == wire::Integrity::kMac) {
-    op.reply.tag = in->mac.sign(wire::kToClient, op.reply.counter, &op.reply, sizeof op.reply, nullptr, 0);
+    op.reply.tag =
+        in->mac.sign(wire::kToClient, op.reply.counter, &op.reply, sizeof op.reply, nullptr, 0);
   }
   peers_[in->remote]->serving.serveErrors.fetch_add(1);
   sendReply(op);
@@ -302,8 +308,9 @@ ucs_status_t UcxCluster::onReply(ucp_ep_h ep, const wire::Reply& r, void* data, 
   }
   auto* ctx = new RecvCtx{this, p, nullptr};
   ctx->done = [this, p](ucs_status_t st) {
-    complete(p, st == UCS_OK ? Status::ok()
-                             : Status::unavailable(std::string("receive: ") + ucs_status_string(st)));
+    complete(p, st == UCS_OK
+                    ? Status::ok()
+                    : Status::unavailable(std::string("receive: ") + ucs_status_string(st)));
   };
   ucp_request_param_t rp{};
   rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -365,7 +372,8 @@ Result<cache::ChunkRef> UcxCluster::fetchFrom(uint32_t node, const cache::FileId
   {
     std::unique_lock<std::mutex> lock(p->mu);
     // The progress thread enforces the deadline; the margin is a backstop.
-    if (!p->cv.wait_until(lock, deadline + std::chrono::milliseconds(250), [&] { return p->done; })) {
+    if (!p->cv.wait_until(lock, deadline + std::chrono::milliseconds(250),
+                          [&] { return p->done; })) {
       peer.timeouts.fetch_add(1, std::memory_order_relaxed);
       return Status::timedOut("peer " + peer.member.address() + " did not answer in time");
     }
@@ -388,16 +396,15 @@ Result<cache::ChunkRef> UcxCluster::fetchFrom(uint32_t node, const cache::FileId
                                                                  &XXH3_freeState);
     if (!xxh) return Status::unavailable("out of memory");
     XXH3_64bits_reset(xxh.get());
-    const bool macOk = p->mac.verify(r.tag, wire::kToClient, r.counter, &plain, sizeof plain,
-                                     p->data.data(), p->data.size(),
-                                     [&xxh](const void* piece, size_t n) {
-                                       XXH3_64bits_update(xxh.get(), piece, n);
-                                     });
+    const bool macOk = p->mac.verify(
+        r.tag, wire::kToClient, r.counter, &plain, sizeof plain, p->data.data(), p->data.size(),
+        [&xxh](const void* piece, size_t n) { XXH3_64bits_update(xxh.get(), piece, n); });
     if (!macOk) {
       peer.fetchErrors.fetch_add(1, std::memory_order_relaxed);
       peer.macFailures.fetch_add(1, std::memory_order_relaxed);
-      spdlog::error("cluster: reply from {} failed its MAC (forged or corrupted); fetching elsewhere",
-                    peer.member.address());
+      spdlog::error(
+          "cluster: reply from {} failed its MAC (forged or corrupted); fetching elsewhere",
+          peer.member.address());
       noteBadReply(peer, "reply failed its MAC");
       return Status::corruption("reply MAC mismatch from " + peer.member.address());
     }

@@ -14,7 +14,8 @@ namespace {
 // are trivially copyable; memcpy also avoids unaligned reads).
 template <typename T>
 Result<T> readExact(const char* what, const void* header, size_t headerLen) {
-  if (header == nullptr && headerLen != 0) return Status::invalidArgument(std::string(what) + ": null header");
+  if (header == nullptr && headerLen != 0)
+    return Status::invalidArgument(std::string(what) + ": null header");
   if (headerLen != sizeof(T)) {
     return Status::invalidArgument(std::string(what) + ": header is " + std::to_string(headerLen) +
                                    " bytes, expected " + std::to_string(sizeof(T)));
@@ -25,18 +26,21 @@ Result<T> readExact(const char* what, const void* header, size_t headerLen) {
 }
 
 Status checkHello(const char* what, const Hello& h) {
-  if (h.magic != kMagic) return Status::invalidArgument(std::string(what) + ": bad magic (not an epochfs peer)");
+  if (h.magic != kMagic)
+    return Status::invalidArgument(std::string(what) + ": bad magic (not an epochfs peer)");
   if (h.version != kVersion) {
-    return Status::invalidArgument(std::string(what) + ": protocol version " + std::to_string(h.version) +
-                                   ", expected " + std::to_string(kVersion));
+    return Status::invalidArgument(std::string(what) + ": protocol version " +
+                                   std::to_string(h.version) + ", expected " +
+                                   std::to_string(kVersion));
   }
   if (h.integrity != static_cast<uint8_t>(Integrity::kMac) &&
       h.integrity != static_cast<uint8_t>(Integrity::kChecksum)) {
-    return Status::invalidArgument(std::string(what) + ": unknown integrity mode " + std::to_string(h.integrity));
+    return Status::invalidArgument(std::string(what) + ": unknown integrity mode " +
+                                   std::to_string(h.integrity));
   }
   if (h.memberCount == 0 || h.memberCount > kMaxMembers || h.nodeId >= h.memberCount) {
-    return Status::invalidArgument(std::string(what) + ": node " + std::to_string(h.nodeId) + " of " +
-                                   std::to_string(h.memberCount) + " members");
+    return Status::invalidArgument(std::string(what) + ": node " + std::to_string(h.nodeId) +
+                                   " of " + std::to_string(h.memberCount) + " members");
   }
   return Status::ok();
 }
@@ -46,13 +50,15 @@ Status checkReply(const Reply& r, size_t dataLen) {
     return Status::invalidArgument("REPLY: unknown status code " + std::to_string(r.code));
   }
   if (r.length > kMaxReplyBytes) {
-    return Status::invalidArgument("REPLY: length " + std::to_string(r.length) + " over the 64 MiB cap");
+    return Status::invalidArgument("REPLY: length " + std::to_string(r.length) +
+                                   " over the 64 MiB cap");
   }
   // An error reply carries no chunk; a success carries exactly `length` bytes.
   const uint64_t want = r.code == 0 ? r.length : 0;
   if (r.length != want || dataLen != want) {
-    return Status::invalidArgument("REPLY: header says " + std::to_string(r.length) + " bytes (code " +
-                                   std::to_string(r.code) + "), " + std::to_string(dataLen) + " arrived");
+    return Status::invalidArgument("REPLY: header says " + std::to_string(r.length) +
+                                   " bytes (code " + std::to_string(r.code) + "), " +
+                                   std::to_string(dataLen) + " arrived");
   }
   return Status::ok();
 }
@@ -72,8 +78,8 @@ bool isClientToServer(uint16_t id) {
 
 Result<AmMessage> decodeAm(uint16_t id, const void* header, size_t headerLen, size_t dataLen) {
   if (id != kReply && dataLen != 0) {
-    return Status::invalidArgument("message " + std::to_string(id) + " carries " + std::to_string(dataLen) +
-                                   " unexpected data bytes");
+    return Status::invalidArgument("message " + std::to_string(id) + " carries " +
+                                   std::to_string(dataLen) + " unexpected data bytes");
   }
   switch (id) {
     case kHello:

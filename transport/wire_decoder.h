@@ -28,7 +28,8 @@ struct AmMessage {
 
 // `header`/`headerLen`: the AM header as received; `dataLen`: the length of
 // the AM data that came with it (only a REPLY carries data).
-cache::Result<AmMessage> decodeAm(uint16_t id, const void* header, size_t headerLen, size_t dataLen);
+cache::Result<AmMessage> decodeAm(uint16_t id, const void* header, size_t headerLen,
+                                  size_t dataLen);
 
 // True for the messages a client sends to a server (HELLO, PROOF, REQUEST,
 // PING): they arrive on an inbound connection.

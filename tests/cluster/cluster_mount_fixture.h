@@ -21,8 +21,8 @@
 #include <random>
 #include <thread>
 
-#include "tests/loopback_port.h"
 #include "tests/integration/mount_fixture.h"
+#include "tests/loopback_port.h"
 
 namespace epochfs::itest {
 
@@ -84,7 +84,8 @@ class ClusterMountTest : public MountTest {
     for (int c = 0; c < 4; ++c) mkdirs(src_ + "/class" + std::to_string(c));
     for (int i = 0; i < files; ++i) {
       const std::string rel = "class" + std::to_string(i % 4) + "/img" + std::to_string(i) + ".bin";
-      writeFile(src_ + "/" + rel, randomBytes(60000 + static_cast<size_t>(i * 7919) % 140000, i + 1));
+      writeFile(src_ + "/" + rel,
+                randomBytes(60000 + static_cast<size_t>(i * 7919) % 140000, i + 1));
       hashes_[rel] = xxh3(randomBytes(60000 + static_cast<size_t>(i * 7919) % 140000, i + 1));
     }
   }
@@ -123,12 +124,14 @@ class ClusterMountTest : public MountTest {
       const std::string cache = root_ + "/cache" + std::to_string(i);
       mkdirs(mnt);
       mkdirs(cache);
-      std::vector<std::string> args = {"--peers", peers, "--listen",
-                                       "127.0.0.1:" + std::to_string(ports_[i]), "--secret-file",
-                                       i == wrongSecretNode ? wrong : secret_, "--ram-cache",
-                                       std::to_string(ramBytes), "--log-level", "info",
-                                       "--log-file", root_ + "/log" + std::to_string(i),
-                                       "--prefetch-window", "0"};
+      std::vector<std::string> args = {
+          "--peers",           peers,
+          "--listen",          "127.0.0.1:" + std::to_string(ports_[i]),
+          "--secret-file",     i == wrongSecretNode ? wrong : secret_,
+          "--ram-cache",       std::to_string(ramBytes),
+          "--log-level",       "info",
+          "--log-file",        root_ + "/log" + std::to_string(i),
+          "--prefetch-window", "0"};
       args.insert(args.end(), extra.begin(), extra.end());
       // TEST-ONLY fault hook for one node: the daemon reads it at start.
       if (i == faultNode_) setenv("EPOCHFS_FAULT_PEER_FLIP", faultSpec_.c_str(), 1);
@@ -148,7 +151,8 @@ class ClusterMountTest : public MountTest {
       for (;;) {
         auto j = admin("peers", m);
         int live = 0;
-        for (const auto& p : j.value("peers", nlohmann::json::array())) live += p.value("live", false);
+        for (const auto& p : j.value("peers", nlohmann::json::array()))
+          live += p.value("live", false);
         if (live == n) break;
         if (Clock::now() > until) {
           ADD_FAILURE() << m << " does not see every peer: " << j.dump();
@@ -230,7 +234,7 @@ class ClusterMountTest : public MountTest {
   }
 
   std::string secret_;
-  int faultNode_ = -1;             // this node gets EPOCHFS_FAULT_PEER_FLIP=faultSpec_
+  int faultNode_ = -1;  // this node gets EPOCHFS_FAULT_PEER_FLIP=faultSpec_
   std::string faultSpec_;
   std::map<int, std::string> nodeSource_;  // a node's own source dir (default src_)
   std::vector<uint16_t> ports_;
@@ -238,6 +242,5 @@ class ClusterMountTest : public MountTest {
   std::map<std::string, uint64_t> hashes_;
   std::vector<pid_t> stopped_;
 };
-
 
 }  // namespace epochfs::itest

@@ -15,7 +15,9 @@ TEST_F(ClusterMountTest, FourNodesOverSharedMemory) {
   runOnceEpochs(4, {});
 }
 
-TEST_F(ClusterMountTest, ChecksumIntegrityMode) { runOnceEpochs(3, {"--peer-integrity", "checksum"}); }
+TEST_F(ClusterMountTest, ChecksumIntegrityMode) {
+  runOnceEpochs(3, {"--peer-integrity", "checksum"});
+}
 
 TEST_F(ClusterMountTest, WrongSecretIsRefused) {
   makeDataset(40);

@@ -12,8 +12,8 @@
 #include <cstdlib>
 #include <thread>
 
-#include "tests/loopback_port.h"
 #include "cache/chunk.h"
+#include "tests/loopback_port.h"
 #include "transport/cluster.h"
 
 namespace epochfs::transport {
@@ -67,13 +67,14 @@ class ClusterTest : public ::testing::Test {
     c.deadline = deadline;
     c.capacityBytes = 1 << 30;
     Node* raw = node.get();
-    auto r = Cluster::start(c, [raw](const cache::FileIdentity& id, uint32_t index)
-                                   -> cache::Result<cache::ChunkRef> {
-      raw->served.fetch_add(1);
-      if (int d = raw->delayMs.load()) std::this_thread::sleep_for(std::chrono::milliseconds(d));
-      const cache::ChunkKey key = cache::ChunkKey::make(1, id.fileId, index);
-      return cache::makeChunk(key, id, bytesFor(id.fileId, index, id.size));
-    });
+    auto r = Cluster::start(
+        c, [raw](const cache::FileIdentity& id, uint32_t index) -> cache::Result<cache::ChunkRef> {
+          raw->served.fetch_add(1);
+          if (int d = raw->delayMs.load())
+            std::this_thread::sleep_for(std::chrono::milliseconds(d));
+          const cache::ChunkKey key = cache::ChunkKey::make(1, id.fileId, index);
+          return cache::makeChunk(key, id, bytesFor(id.fileId, index, id.size));
+        });
     EXPECT_TRUE(r.isOk()) << r.status().toString();
     if (r.isOk()) node->cluster = std::move(r).value();
     return node;
@@ -188,7 +189,8 @@ TEST_F(ClusterTest, ChecksumModeMustMatch) {
 // end to end in ClusterMountTest.KilledAndFrozenPeersLoseNoRead.
 TEST_F(ClusterTest, DISABLED_SlowOwnerMissesDeadlineThenRejoins) {
   auto m = members(2);
-  auto a = start(m, 0, "the-job-secret-0123", true, 300ms), b = start(m, 1, "the-job-secret-0123", true, 300ms);
+  auto a = start(m, 0, "the-job-secret-0123", true, 300ms),
+       b = start(m, 1, "the-job-secret-0123", true, 300ms);
   ASSERT_TRUE(waitLive(*a->cluster, 2));
   uint64_t f = 1;
   while (!a->cluster->ownedElsewhere(f)) ++f;

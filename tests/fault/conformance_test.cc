@@ -30,9 +30,10 @@ constexpr size_t kChunk = 64 * 1024;  // mounted with --chunk-size 64K: many bou
 constexpr int kBigDirEntries = 10000;
 
 // Sizes around the chunk size and the page size.
-const std::vector<size_t> kSizes = {0,          1,          4095,           4096,
-                                    kChunk - 1, kChunk,     kChunk + 1,     3 * kChunk + 7,
-                                    1048576 + 3, 5 * 1048576 / 2, 16 * kChunk};
+const std::vector<size_t> kSizes = {
+    0,          1,          4095,           4096,        kChunk - 1,
+    kChunk,     kChunk + 1, 3 * kChunk + 7, 1048576 + 3, 5 * 1048576 / 2,
+    16 * kChunk};
 
 std::string sizeName(size_t n) { return "sizes/s" + std::to_string(n); }
 
@@ -87,13 +88,12 @@ class ConformanceTest : public MountTest {
         "with space", " leading space", "trailing space ", "new\nline", "-leading-dash",
         "--double-dash", "-", "tab\tname", "back\\slash", "quote\"'", "star*?[x]",
         "\xc3\xa9t\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80",  // valid UTF-8, 4-byte too
-        "latin1 caf\xe9",           // not UTF-8: a lone 0xE9
-        "\xff\xfe bytes",           // never valid in UTF-8
-        "\xc0\xaf overlong slash",  // overlong encoding of '/'
-        "\xed\xa0\x80 surrogate",   // UTF-8-encoded surrogate half
-        "cut \xe6\x97",             // truncated sequence at the end
-        "\x01\x02\x1b control",     ".hidden", "..dotdot", "percent%2F",
-        std::string(255, 'L'),
+        "latin1 caf\xe9",                                               // not UTF-8: a lone 0xE9
+        "\xff\xfe bytes",                                               // never valid in UTF-8
+        "\xc0\xaf overlong slash",                                      // overlong encoding of '/'
+        "\xed\xa0\x80 surrogate",  // UTF-8-encoded surrogate half
+        "cut \xe6\x97",            // truncated sequence at the end
+        "\x01\x02\x1b control", ".hidden", "..dotdot", "percent%2F", std::string(255, 'L'),
         // 255 bytes of 3-byte characters (85 x U+65E5)
         [] {
           std::string s;
@@ -109,8 +109,11 @@ class ConformanceTest : public MountTest {
     // Symlinks (targets with odd bytes too), a fifo, modes, owners.
     mkdirs(src_ + "/links");
     for (const auto& [target, name] : std::vector<std::pair<std::string, std::string>>{
-             {"../sizes/s1", "rel"}, {"/etc/hostname", "abs"}, {"no/such", "dangling"},
-             {"../names/latin1 caf\xe9", "to-non-utf8"}, {std::string(1000, 'a'), "long"},
+             {"../sizes/s1", "rel"},
+             {"/etc/hostname", "abs"},
+             {"no/such", "dangling"},
+             {"../names/latin1 caf\xe9", "to-non-utf8"},
+             {std::string(1000, 'a'), "long"},
              {"../names", "dir"}}) {
       ASSERT_EQ(symlink(target.c_str(), (src_ + "/links/" + name).c_str()), 0) << name;
     }
@@ -142,7 +145,8 @@ class ConformanceTest : public MountTest {
     auto t = snapshotTree(src_, false);
     int i = 0;
     for (auto it = t.rbegin(); it != t.rend(); ++it, ++i) {
-      timespec ts[2] = {{1500000000 + i, 123456789}, {1600000000 + i, (987654321 + i) % 1000000000}};
+      timespec ts[2] = {{1500000000 + i, 123456789},
+                        {1600000000 + i, (987654321 + i) % 1000000000}};
       std::string p = it->first == "." ? src_ : src_ + "/" + it->first;
       ASSERT_EQ(utimensat(AT_FDCWD, p.c_str(), ts, AT_SYMLINK_NOFOLLOW), 0) << printable(p);
     }
@@ -343,53 +347,59 @@ TEST_F(ConformanceTest, EveryMutatingSyscallFailsAndSourceIsUnchanged) {
     pathOps.push_back({"unlink " + p, [=] { return err(unlink(p.c_str())); }});
     pathOps.push_back({"chmod " + p, [=] { return err(chmod(p.c_str(), 0777)); }});
     pathOps.push_back({"chown " + p, [=] { return err(chown(p.c_str(), 1, 1)); }});
-    pathOps.push_back({"utimensat " + p, [=] { return err(utimensat(AT_FDCWD, p.c_str(), times, 0)); }});
-    pathOps.push_back({"utimensat now " + p,
-                       [=] { return err(utimensat(AT_FDCWD, p.c_str(), nullptr, 0)); }});
-    pathOps.push_back({"setxattr " + p, [=] { return err(setxattr(p.c_str(), "user.a", "1", 1, 0)); }});
+    pathOps.push_back(
+        {"utimensat " + p, [=] { return err(utimensat(AT_FDCWD, p.c_str(), times, 0)); }});
+    pathOps.push_back(
+        {"utimensat now " + p, [=] { return err(utimensat(AT_FDCWD, p.c_str(), nullptr, 0)); }});
+    pathOps.push_back(
+        {"setxattr " + p, [=] { return err(setxattr(p.c_str(), "user.a", "1", 1, 0)); }});
     pathOps.push_back({"removexattr " + p, [=] { return err(removexattr(p.c_str(), "user.a")); }});
     pathOps.push_back({"rename " + p, [=] { return err(rename(p.c_str(), (p + ".x").c_str())); }});
     pathOps.push_back({"link " + p, [=] { return err(link(p.c_str(), (p + ".l").c_str())); }});
   }
   for (const std::string& d : {m, m + "/big", m + "/names", m + "/modes/dir0700"}) {
     pathOps.push_back({"creat in " + d, [=] { return openErr(d + "/new", O_WRONLY | O_CREAT); }});
-    pathOps.push_back({"O_EXCL in " + d,
-                       [=] { return openErr(d + "/new", O_RDWR | O_CREAT | O_EXCL); }});
+    pathOps.push_back(
+        {"O_EXCL in " + d, [=] { return openErr(d + "/new", O_RDWR | O_CREAT | O_EXCL); }});
     pathOps.push_back({"O_TMPFILE in " + d, [=] { return openErr(d, O_TMPFILE | O_RDWR); }});
     pathOps.push_back({"mkdir in " + d, [=] { return err(mkdir((d + "/nd").c_str(), 0755)); }});
     pathOps.push_back({"symlink in " + d, [=] { return err(symlink("x", (d + "/sl").c_str())); }});
     pathOps.push_back({"mkfifo in " + d, [=] { return err(mkfifo((d + "/ff").c_str(), 0644)); }});
-    pathOps.push_back({"mknod chr in " + d,
-                       [=] { return err(mknod((d + "/cd").c_str(), S_IFCHR | 0644, makedev(1, 3))); }});
-    pathOps.push_back({"mknod reg in " + d,
-                       [=] { return err(mknod((d + "/rg").c_str(), S_IFREG | 0644, 0)); }});
+    pathOps.push_back({"mknod chr in " + d, [=] {
+                         return err(mknod((d + "/cd").c_str(), S_IFCHR | 0644, makedev(1, 3)));
+                       }});
+    pathOps.push_back(
+        {"mknod reg in " + d, [=] { return err(mknod((d + "/rg").c_str(), S_IFREG | 0644, 0)); }});
     pathOps.push_back({"chmod dir " + d, [=] { return err(chmod(d.c_str(), 0700)); }});
     pathOps.push_back({"chown dir " + d, [=] { return err(chown(d.c_str(), 7, 7)); }});
-    pathOps.push_back({"utimensat dir " + d,
-                       [=] { return err(utimensat(AT_FDCWD, d.c_str(), times, 0)); }});
-    pathOps.push_back({"setxattr dir " + d,
-                       [=] { return err(setxattr(d.c_str(), "user.a", "1", 1, 0)); }});
+    pathOps.push_back(
+        {"utimensat dir " + d, [=] { return err(utimensat(AT_FDCWD, d.c_str(), times, 0)); }});
+    pathOps.push_back(
+        {"setxattr dir " + d, [=] { return err(setxattr(d.c_str(), "user.a", "1", 1, 0)); }});
   }
   pathOps.push_back({"rmdir empty", [=] { return err(rmdir((m + "/modes/dir0700").c_str())); }});
   pathOps.push_back({"rmdir big", [=] { return err(rmdir((m + "/big/e00999").c_str())); }});
-  pathOps.push_back({"rename dir", [=] { return err(rename((m + "/big").c_str(), (m + "/big2").c_str())); }});
+  pathOps.push_back(
+      {"rename dir", [=] { return err(rename((m + "/big").c_str(), (m + "/big2").c_str())); }});
   pathOps.push_back({"rename over", [=] { return err(rename(odd.c_str(), f.c_str())); }});
   pathOps.push_back({"renameat2 NOREPLACE", [=] {
                        return err(syscall(SYS_renameat2, AT_FDCWD, f.c_str(), AT_FDCWD,
                                           (m + "/nr").c_str(), RENAME_NOREPLACE));
                      }});
   pathOps.push_back({"renameat2 EXCHANGE", [=] {
-                       return err(syscall(SYS_renameat2, AT_FDCWD, f.c_str(), AT_FDCWD,
-                                          odd.c_str(), RENAME_EXCHANGE));
+                       return err(syscall(SYS_renameat2, AT_FDCWD, f.c_str(), AT_FDCWD, odd.c_str(),
+                                          RENAME_EXCHANGE));
                      }});
   pathOps.push_back({"unlink symlink", [=] { return err(unlink((m + "/links/rel").c_str())); }});
-  pathOps.push_back({"lchown symlink", [=] { return err(lchown((m + "/links/rel").c_str(), 1, 1)); }});
-  pathOps.push_back({"utimensat symlink nofollow", [=] {
-                       return err(utimensat(AT_FDCWD, (m + "/links/rel").c_str(), times,
-                                            AT_SYMLINK_NOFOLLOW));
+  pathOps.push_back(
+      {"lchown symlink", [=] { return err(lchown((m + "/links/rel").c_str(), 1, 1)); }});
+  pathOps.push_back(
+      {"utimensat symlink nofollow", [=] {
+         return err(utimensat(AT_FDCWD, (m + "/links/rel").c_str(), times, AT_SYMLINK_NOFOLLOW));
+       }});
+  pathOps.push_back({"lsetxattr symlink", [=] {
+                       return err(lsetxattr((m + "/links/rel").c_str(), "trusted.a", "1", 1, 0));
                      }});
-  pathOps.push_back({"lsetxattr symlink",
-                     [=] { return err(lsetxattr((m + "/links/rel").c_str(), "trusted.a", "1", 1, 0)); }});
   pathOps.push_back({"unlink fifo", [=] { return err(unlink((m + "/fifo").c_str())); }});
   pathOps.push_back({"chmod fifo", [=] { return err(chmod((m + "/fifo").c_str(), 0777)); }});
   pathOps.push_back({"setxattr admin xattr",
@@ -412,21 +422,22 @@ TEST_F(ConformanceTest, EveryMutatingSyscallFailsAndSourceIsUnchanged) {
       {"pwrite", [&] { return err(pwrite(fd, "x", 1, 0)); }},
       {"ftruncate", [&] { return err(ftruncate(fd, 0)); }},
       {"fallocate", [&] { return err(fallocate(fd, 0, 0, 4096)); }},
-      {"fallocate punch", [&] {
-         return err(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096));
-       }},
+      {"fallocate punch",
+       [&] { return err(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096)); }},
       {"fchmod", [&] { return err(fchmod(fd, 0777)); }},
       {"fchown", [&] { return err(fchown(fd, 1, 1)); }},
       {"futimens", [&] { return err(futimens(fd, times)); }},
       {"fsetxattr", [&] { return err(fsetxattr(fd, "user.a", "1", 1, 0)); }},
       {"fremovexattr", [&] { return err(fremovexattr(fd, "user.a")); }},
-      {"copy_file_range into", [&] {
+      {"copy_file_range into",
+       [&] {
          loff_t in = 0, out = 0;
          return err(copy_file_range(srcFd, &in, fd, &out, 1, 0));
        }},
       {"mkdirat", [&] { return err(mkdirat(dfd, "nd", 0755)); }},
       {"unlinkat", [&] { return err(unlinkat(dfd, "e00001", 0)); }},
-      {"openat O_CREAT", [&] {
+      {"openat O_CREAT",
+       [&] {
          int x = openat(dfd, "new", O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
          if (x >= 0) close(x);
          return x >= 0 ? 0 : errno;

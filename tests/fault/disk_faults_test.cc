@@ -3,6 +3,7 @@
 // mount the real daemon through tests/integration/mount_fixture.h and always
 // unmount (a tmpfs they mount is detached in TearDown too).
 #include <fcntl.h>
+#include <glob.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -11,7 +12,6 @@
 
 #include <atomic>
 #include <cstring>
-#include <glob.h>
 #include <thread>
 
 #include "cache/segment_file.h"
@@ -102,7 +102,8 @@ void DiskFaultTest::runCorruption(Damage damage) {
         h.dataChecksum = xxh3("");
       }
       h.headerChecksum = h.computeChecksum();
-      patch(victim.segment, victim.offset, std::string(reinterpret_cast<const char*>(&h), sizeof h));
+      patch(victim.segment, victim.offset,
+            std::string(reinterpret_cast<const char*>(&h), sizeof h));
       break;
     }
   }
@@ -134,7 +135,8 @@ void DiskFaultTest::runCorruption(Damage damage) {
   if (damage == Damage::kCopyOver) survivors = recs.size() - 2;
   if (damage == Damage::kDataByteLive) survivors = 2;
   // hit_chunks counts read pieces served from the tier: >= 1 per file it had.
-  const uint64_t diskHits = num(after, "tiers.disk.hit_chunks") - num(before, "tiers.disk.hit_chunks");
+  const uint64_t diskHits =
+      num(after, "tiers.disk.hit_chunks") - num(before, "tiers.disk.hit_chunks");
   RecordProperty("disk_hit_chunks", std::to_string(diskHits));
   EXPECT_GE(diskHits, survivors)
       << "records after the damaged one were not served from the disk tier: " << after.dump();
@@ -142,12 +144,8 @@ void DiskFaultTest::runCorruption(Damage damage) {
   EXPECT_EQ(verifyAll(mnt, f), 0) << "second pass";
 }
 
-TEST_F(DiskFaultTest, FlippedHeaderByteIsNeverServed) {
-  runCorruption(Damage::kHeaderByte);
-}
-TEST_F(DiskFaultTest, TruncatedSegmentIsNeverServed) {
-  runCorruption(Damage::kTruncate);
-}
+TEST_F(DiskFaultTest, FlippedHeaderByteIsNeverServed) { runCorruption(Damage::kHeaderByte); }
+TEST_F(DiskFaultTest, TruncatedSegmentIsNeverServed) { runCorruption(Damage::kTruncate); }
 TEST_F(DiskFaultTest, ValidRecordOfAnotherFileCopiedOverIsNeverServed) {
   runCorruption(Damage::kCopyOver);
 }
@@ -159,9 +157,7 @@ TEST_F(DiskFaultTest, FlippedDataByteUnderRunningDaemonIsDetected) {
 }
 // Case 3f: a record whose checksum field is zeroed (header resealed, so only
 // the data check can catch it), then restart.
-TEST_F(DiskFaultTest, EmptyChecksumRecordIsNeverServed) {
-  runCorruption(Damage::kEmptyChecksum);
-}
+TEST_F(DiskFaultTest, EmptyChecksumRecordIsNeverServed) { runCorruption(Damage::kEmptyChecksum); }
 // Case 3f: a well-formed zero-length record over the victim's header (its old
 // data now looks like garbage to the rebuild), then restart.
 TEST_F(DiskFaultTest, EmptyRecordIsNeverServedAndTheRestSurvives) {
@@ -193,8 +189,8 @@ TEST_F(DiskFaultTest, CacheDirRemovedWhileMounted) {
   bool recovered = false;
   for (int i = 0; i < 150 && !recovered; ++i) {
     s = stats();
-    recovered = num(s, "tiers.disk.unhealthy_events") >= 1 &&
-                s["tiers"]["disk"].value("healthy", false);
+    recovered =
+        num(s, "tiers.disk.unhealthy_events") >= 1 && s["tiers"]["disk"].value("healthy", false);
     if (!recovered) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ASSERT_TRUE(recovered) << "the disk tier did not go unhealthy and back: " << s.dump();

@@ -48,8 +48,8 @@ inline int verifyAll(const std::string& mnt, const Files& f) {
     auto r = readFile(mnt + "/" + name);
     if (r.err != 0 || r.data != want) {
       if (++bad <= 5) {
-        ADD_FAILURE() << name << ": " << (r.err ? strerror(r.err) : "WRONG BYTES SERVED")
-                      << " (" << r.data.size() << " of " << want.size() << " bytes)";
+        ADD_FAILURE() << name << ": " << (r.err ? strerror(r.err) : "WRONG BYTES SERVED") << " ("
+                      << r.data.size() << " of " << want.size() << " bytes)";
       }
     }
   }

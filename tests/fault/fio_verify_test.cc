@@ -17,8 +17,8 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "tests/loopback_port.h"
 #include "tests/integration/mount_fixture.h"
+#include "tests/loopback_port.h"
 
 namespace epochfs::itest {
 namespace {
@@ -33,12 +33,12 @@ struct FioFile {
 };
 
 const std::vector<FioFile> kFiles = {
-    {"seq_1m_plus.bin", 1114112, "16k", "write"},   // 1 MiB + 64 KiB: a partial last chunk
-    {"rand_2m.bin", 2097152, "4k", "randwrite"},    // blocks written in random order
-    {"odd_12k.bin", 3145728, "12k", "write"},       // 12 KiB blocks straddle chunk boundaries
+    {"seq_1m_plus.bin", 1114112, "16k", "write"},  // 1 MiB + 64 KiB: a partial last chunk
+    {"rand_2m.bin", 2097152, "4k", "randwrite"},   // blocks written in random order
+    {"odd_12k.bin", 3145728, "12k", "write"},      // 12 KiB blocks straddle chunk boundaries
     {"big_6m.bin", 6291456, "128k", "write"},
-    {"small_12k.bin", 12288, "4k", "write"},        // smaller than a chunk
-    {"shard0.bin", 262144, "8k", "write"},          // more files: both cluster nodes own some
+    {"small_12k.bin", 12288, "4k", "write"},  // smaller than a chunk
+    {"shard0.bin", 262144, "8k", "write"},    // more files: both cluster nodes own some
     {"shard1.bin", 262144, "8k", "randwrite"},
     {"shard2.bin", 393216, "8k", "write"},
     {"shard3.bin", 131072, "8k", "write"},
@@ -138,8 +138,8 @@ class FioVerifyTest : public MountTest {
 // restarted daemon over the same cache dir with the page cache dropped (disk
 // hits, no source bytes at all).
 TEST_F(FioVerifyTest, ColdWarmRamAndWarmDiskVerifyClean) {
-  const std::vector<std::string> opts = {"--cache-dir", cache_, "--ram-cache", "64M",
-                                         "--disk-cache", "256M"};
+  const std::vector<std::string> opts = {"--cache-dir", cache_,         "--ram-cache",
+                                         "64M",         "--disk-cache", "256M"};
   auto r = mount(opts);
   ASSERT_EQ(r.exitCode, 0) << r.describe();
   ASSERT_TRUE(dropPageCache());
@@ -184,18 +184,18 @@ TEST_F(FioVerifyTest, PeerServedVerifiesClean) {
     for (const auto& m : mnts) unmount(m);
     mnts.clear();
     const uint16_t ports[2] = {freeLoopbackPort(), freeLoopbackPort()};
-    const std::string peers = "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" +
-                              std::to_string(ports[1]);
+    const std::string peers =
+        "127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
     for (int i = 0; i < 2; ++i) {
       const std::string mnt = root_ + "/mnt" + std::to_string(i);
       const std::string cache = root_ + "/cache" + std::to_string(i);
       mkdirs(mnt);
       mkdirs(cache);
-      auto r = mountAt(src_, mnt,
-                       {"--peers", peers, "--listen", "127.0.0.1:" + std::to_string(ports[i]),
-                        "--secret-file", secret, "--cache-dir", cache, "--ram-cache", "64M",
-                        "--prefetch-window", "0", "--log-file",
-                        root_ + "/log" + std::to_string(i), "--log-level", "info"});
+      auto r = mountAt(
+          src_, mnt,
+          {"--peers", peers, "--listen", "127.0.0.1:" + std::to_string(ports[i]), "--secret-file",
+           secret, "--cache-dir", cache, "--ram-cache", "64M", "--prefetch-window", "0",
+           "--log-file", root_ + "/log" + std::to_string(i), "--log-level", "info"});
       if (r.exitCode != 0) {
         // A port picked free can be taken before the daemon binds it: retry.
         ASSERT_NE(r.describe().find("cannot listen"), std::string::npos) << r.describe();
@@ -239,10 +239,11 @@ TEST_F(FioVerifyTest, PeerServedVerifiesClean) {
   // node did not read itself came from its peer.
   const uint64_t src0 = c(stats(mnts[0]), "tiers.source.read_bytes");
   const uint64_t src1 = c(stats(mnts[1]), "tiers.source.read_bytes");
-  std::printf("peer bytes: node 0 %llu, node 1 %llu; source bytes: node 0 %llu, node 1 %llu; "
-              "data %llu\n", (unsigned long long)peer0, (unsigned long long)peer1,
-              (unsigned long long)src0, (unsigned long long)src1,
-              (unsigned long long)dataBytes());
+  std::printf(
+      "peer bytes: node 0 %llu, node 1 %llu; source bytes: node 0 %llu, node 1 %llu; "
+      "data %llu\n",
+      (unsigned long long)peer0, (unsigned long long)peer1, (unsigned long long)src0,
+      (unsigned long long)src1, (unsigned long long)dataBytes());
   EXPECT_GE(peer0 + src0, dataBytes()) << "node 0's bytes came from neither";
   EXPECT_GE(peer1 + src1, dataBytes()) << "node 1's bytes came from neither";
   EXPECT_LE(src0 + src1, dataBytes() + dataBytes() / 4) << "files read from the source twice";

@@ -24,8 +24,8 @@
 namespace epochfs::itest {
 namespace {
 
-constexpr uid_t kOwner = 1000;   // user A: owns the private files
-constexpr uid_t kNobody = 65534; // user B
+constexpr uid_t kOwner = 1000;      // user A: owns the private files
+constexpr uid_t kNobody = 65534;    // user B
 constexpr uid_t kGroupMate = 1001;  // in A's group 1000, not A
 
 // Runs `fn` in a forked child with the given credentials (all of real,
@@ -148,8 +148,9 @@ TEST_F(AllowOtherTest, OtherUserGetsEaccesOnPrivateFileEvenWhenCached) {
   const std::string wantPrivate = "OK " + std::to_string(xxh3(private_));
   EXPECT_EQ(asUser(kOwner, kOwner, {}, [&] { return readOutcome(m("private.bin")); }), wantPrivate)
       << "the owner cannot read its own file";
-  EXPECT_EQ(asUser(kOwner, kOwner, {}, [&] { return readOutcome(m("privdir/inside.bin")); })
-                .substr(0, 2), "OK");
+  EXPECT_EQ(
+      asUser(kOwner, kOwner, {}, [&] { return readOutcome(m("privdir/inside.bin")); }).substr(0, 2),
+      "OK");
   EXPECT_EQ(readOutcome(m("private.bin")), wantPrivate) << "root";
 
   // The private bytes are hot: every page in the page cache, and in the RAM tier.
@@ -185,7 +186,8 @@ TEST_F(AllowOtherTest, OtherUserGetsEaccesOnPrivateFileEvenWhenCached) {
               wantPrivate);
   }
   EXPECT_EQ(asUser(kGroupMate, kGroupMate, {kOwner}, [&] { return readOutcome(m("group.bin")); })
-                .substr(0, 2), "OK");
+                .substr(0, 2),
+            "OK");
   EXPECT_EQ(asUser(kGroupMate, kGroupMate, {kOwner}, [&] { return readOutcome(m("private.bin")); }),
             "ERR EACCES");
 }
@@ -276,8 +278,8 @@ TEST_F(AllowOtherTest, DeviceNodesAreInert) {
 // uid/gid, nobody cannot open a segment file, and the files hold at least the
 // dataset's bytes (so the check saw the real cache).
 TEST_F(AllowOtherTest, CacheFilesArePrivateToTheDaemonUser) {
-  auto r = mount({"-o", "allow_other", "--cache-dir", cache_, "--ram-cache", "1M",
-                  "--disk-cache", "64M"});
+  auto r = mount(
+      {"-o", "allow_other", "--cache-dir", cache_, "--ram-cache", "1M", "--disk-cache", "64M"});
   ASSERT_EQ(r.exitCode, 0) << r.describe();
   for (const auto& rel : regularFiles(src_)) EXPECT_EQ(readFile(m(rel)).err, 0) << rel;
   const pid_t pid = daemonPid();

@@ -266,7 +266,8 @@ TEST_F(SourceChange5fTest, SameSizeSameMtimeNewCtimeGivesNewBytes) {
   ASSERT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
   ASSERT_EQ(after.st_size, before.st_size);
   ASSERT_FALSE(after.st_ctim.tv_sec == before.st_ctim.tv_sec &&
-               after.st_ctim.tv_nsec == before.st_ctim.tv_nsec) << "ctime did not change";
+               after.st_ctim.tv_nsec == before.st_ctim.tv_nsec)
+      << "ctime did not change";
   expectNewVersion(fresh);
 }
 

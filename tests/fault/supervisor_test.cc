@@ -2,9 +2,9 @@
 // `fault`. Real mounts through tests/integration/mount_fixture.h; TearDown
 // unmounts everything under the test's temp dir. Each test states its pass
 // criterion above it.
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -144,8 +144,14 @@ class SupervisorTest : public MountTest {
   }
 
   std::vector<std::string> opts() const {
-    return {"--cache-dir", cache_, "--ram-cache", "4M", "--disk-cache", "256M",
-            "--inject-source-latency", "20"};
+    return {"--cache-dir",
+            cache_,
+            "--ram-cache",
+            "4M",
+            "--disk-cache",
+            "256M",
+            "--inject-source-latency",
+            "20"};
   }
 
   // Waits for a worker other than `old` to answer on the admin socket.
@@ -233,12 +239,11 @@ TEST_F(SupervisorTest, KilledWorkerRestartsAndReadersGetOnlyRightBytes) {
     EXPECT_EQ(parentOf(next), supervisor);
     EXPECT_TRUE(isMounted(mnt_));
     const auto after = stats();
-    std::printf("[   INFO   ] restart %d: the new worker's disk tier holds %llu bytes "
-                "(%llu corruptions found)\n",
-                kill_, static_cast<unsigned long long>(
-                           counter(after, "tiers.disk.used_bytes").value_or(0)),
-                static_cast<unsigned long long>(
-                    counter(after, "tiers.disk.corruptions").value_or(0)));
+    std::printf(
+        "[   INFO   ] restart %d: the new worker's disk tier holds %llu bytes "
+        "(%llu corruptions found)\n",
+        kill_, static_cast<unsigned long long>(counter(after, "tiers.disk.used_bytes").value_or(0)),
+        static_cast<unsigned long long>(counter(after, "tiers.disk.corruptions").value_or(0)));
     worker = next;
     // The next kill lands in a cold pass again: nothing cached anywhere.
     adminRequest(mnt_, {{"cmd", "evict"}, {"all", true}, {"tier", "all"}});
@@ -256,10 +261,10 @@ TEST_F(SupervisorTest, KilledWorkerRestartsAndReadersGetOnlyRightBytes) {
   ASSERT_TRUE(finished) << "readers hung after the restart";
   for (const auto& f : pool->failures()) ADD_FAILURE() << f;
   EXPECT_LT(pool->slowestSeconds(), 60.0);
-  std::printf("[   INFO   ] %llu verified reads; slowest read %.3f s; kill -> new worker "
-              "answering admin: %.3f s at worst\n",
-              static_cast<unsigned long long>(pool->reads()), pool->slowestSeconds(),
-              worstPause);
+  std::printf(
+      "[   INFO   ] %llu verified reads; slowest read %.3f s; kill -> new worker "
+      "answering admin: %.3f s at worst\n",
+      static_cast<unsigned long long>(pool->reads()), pool->slowestSeconds(), worstPause);
   pool.reset();
 
   dropCaches();

@@ -13,9 +13,8 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "fusefs/admin_paths.h"
 
@@ -91,7 +90,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   (void)fusefs::decodeAdminPath(nlohmann::json(text));
   auto raw = fusefs::base64Decode(text);
-  if (raw.isOk()) require(fusefs::base64Decode(fusefs::base64Encode(raw.value())).value() == raw.value());
+  if (raw.isOk())
+    require(fusefs::base64Decode(fusefs::base64Encode(raw.value())).value() == raw.value());
   resolve(text);
   return 0;
 }

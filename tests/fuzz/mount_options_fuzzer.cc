@@ -52,7 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (exitNow) return 0;
   const fusefs::MountOptions& o = cl->options;
   require(!o.source.empty() && !o.mountpoint.empty());
-  require(o.chunkSize >= 4096 && o.chunkSize <= (64u << 20) && (o.chunkSize & (o.chunkSize - 1)) == 0);
+  require(o.chunkSize >= 4096 && o.chunkSize <= (64u << 20) &&
+          (o.chunkSize & (o.chunkSize - 1)) == 0);
   require(o.threads >= 1 && o.threads <= 1024);
   require(o.prefetchThreads >= 1 && o.prefetchThreads <= 1024);
   require(!o.clustered() || !o.secretFile.empty());

@@ -24,8 +24,7 @@ namespace {
 // True once every thread of `pid` is in the stopped state ('T' in
 // /proc/PID/task/TID/stat), false after timeoutSec. (Unused under ASan.)
 [[maybe_unused]] bool allThreadsStopped(pid_t pid, double timeoutSec) {
-  const auto until = std::chrono::steady_clock::now() +
-                     std::chrono::duration<double>(timeoutSec);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutSec);
   const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
   while (std::chrono::steady_clock::now() < until) {
     bool all = true;
@@ -100,7 +99,8 @@ std::string httpGet(uint16_t port, const std::string& path) {
 
 TEST_F(AdminCommandsTest, EveryCommandAnswersInJsonAndText) {
   makeDataset();
-  ASSERT_EQ(mount({"--cache-dir", cache_, "--ram-cache", "64M", "--metrics-port", "0"}).exitCode, 0);
+  ASSERT_EQ(mount({"--cache-dir", cache_, "--ram-cache", "64M", "--metrics-port", "0"}).exitCode,
+            0);
 
   // status
   nlohmann::json st = ctlJson({"status", mnt_});
@@ -129,9 +129,12 @@ TEST_F(AdminCommandsTest, EveryCommandAnswersInJsonAndText) {
     auto j = nlohmann::json::parse(line, nullptr, false);
     ASSERT_FALSE(j.is_discarded()) << line;
     EXPECT_EQ(shapeErrors(j["stats"], shapes::stats()), "");
-    EXPECT_EQ(shapeErrors(j["rates"], {{"seconds", "number"}, {"read_bytes_per_s", "number"},
-                                       {"ram_bytes_per_s", "number"}, {"source_bytes_per_s", "number"},
-                                       {"hit_ratio", "number|null"}, {"streams", "array"}}),
+    EXPECT_EQ(shapeErrors(j["rates"], {{"seconds", "number"},
+                                       {"read_bytes_per_s", "number"},
+                                       {"ram_bytes_per_s", "number"},
+                                       {"source_bytes_per_s", "number"},
+                                       {"hit_ratio", "number|null"},
+                                       {"streams", "array"}}),
               "");
     ++views;
   }
@@ -141,7 +144,8 @@ TEST_F(AdminCommandsTest, EveryCommandAnswersInJsonAndText) {
   nlohmann::json ls = ctlJson({"ls", mnt_});
   ASSERT_EQ(ls["paths"].size(), 1u);
   EXPECT_EQ(shapeErrors(ls["paths"][0], shapes::lsEntry()), "");
-  EXPECT_EQ(shapeErrors(ls["paths"][0]["children"], nlohmann::json::array({shapes::lsEntry()})), "");
+  EXPECT_EQ(shapeErrors(ls["paths"][0]["children"], nlohmann::json::array({shapes::lsEntry()})),
+            "");
   EXPECT_EQ(ls["paths"][0]["files"], files_.size());
   EXPECT_EQ(ls["paths"][0]["bytes"], bytes_);
   EXPECT_EQ(ls["paths"][0]["children"].size(), 4u);
@@ -192,15 +196,16 @@ TEST_F(AdminCommandsTest, EveryCommandAnswersInJsonAndText) {
 
   // peers
   nlohmann::json peers = ctlJson({"peers", mnt_});
-  EXPECT_EQ(shapeErrors(peers, {{"clustered", "bool"}, {"members", "null"}, {"peers", "array"}}), "");
+  EXPECT_EQ(shapeErrors(peers, {{"clustered", "bool"}, {"members", "null"}, {"peers", "array"}}),
+            "");
 
   // refresh with nothing changed keeps the version
   nlohmann::json rf = ctlJson({"refresh", mnt_});
   EXPECT_EQ(shapeErrors(rf, shapes::refresh()), "");
   EXPECT_EQ(rf["version"], 1);
-  EXPECT_EQ(rf["added"].get<uint64_t>() + rf["removed"].get<uint64_t>() +
-                rf["changed"].get<uint64_t>(),
-            0u);
+  EXPECT_EQ(
+      rf["added"].get<uint64_t>() + rf["removed"].get<uint64_t>() + rf["changed"].get<uint64_t>(),
+      0u);
 
   // order --clear
   ProcResult clr = runCtl({"order", mnt_, "--clear"});
@@ -208,17 +213,17 @@ TEST_F(AdminCommandsTest, EveryCommandAnswersInJsonAndText) {
   EXPECT_TRUE(ctlJson({"status", mnt_})["plan"].is_null());
 
   // Every command also has a human form.
-  for (const std::vector<std::string>& args :
-       std::vector<std::vector<std::string>>{{"status", mnt_},
-                                             {"stats", mnt_},
-                                             {"ls", mnt_},
-                                             {"ls", mnt_, "class0", "big.bin"},
-                                             {"evict", mnt_, "class2"},
-                                             {"warm", mnt_, "class2"},
-                                             {"metrics", mnt_},
-                                             {"peers", mnt_},
-                                             {"refresh", mnt_},
-                                             {"mrc", mnt_, "--order", orderFile, "--points", "3"}}) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"status", mnt_},
+           {"stats", mnt_},
+           {"ls", mnt_},
+           {"ls", mnt_, "class0", "big.bin"},
+           {"evict", mnt_, "class2"},
+           {"warm", mnt_, "class2"},
+           {"metrics", mnt_},
+           {"peers", mnt_},
+           {"refresh", mnt_},
+           {"mrc", mnt_, "--order", orderFile, "--points", "3"}}) {
     ProcResult r = runCtl(args);
     EXPECT_EQ(r.exitCode, 0) << args[0] << ": " << r.describe();
     EXPECT_FALSE(r.out.empty()) << args[0];

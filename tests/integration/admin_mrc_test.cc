@@ -201,7 +201,8 @@ class AdminMrcAgreementTest : public AdminMrcTest {
   Measured measure(uint64_t cache, bool registered) {
     const std::string mnt = root_ + numbered("/m", cache) + (registered ? "o" : "l");
     mkdirs(mnt);
-    ProcResult m = mountAt(src_, mnt, {"--ram-cache", std::to_string(cache), "--prefetch-window", "0"});
+    ProcResult m =
+        mountAt(src_, mnt, {"--ram-cache", std::to_string(cache), "--prefetch-window", "0"});
     EXPECT_EQ(m.exitCode, 0) << m.describe();
     const pid_t pid = daemonPid(mnt);
     Measured out;
@@ -243,8 +244,8 @@ TEST_F(AdminMrcAgreementTest, PredictionsMatchMeasuredHitRatios) {
   // has two shards: the model partitions chunks as the mount does (which
   // chunks share a shard depends on the chunk keys, which include the
   // dataset's path, a new temporary directory each run; chunk_shards tells).
-  const uint64_t sizes[] = {bytes_ / 5, bytes_ * 2 / 5, std::min<uint64_t>(bytes_ * 3 / 5, 63 * kMiB),
-                            bytes_ * 2 / 3};
+  const uint64_t sizes[] = {bytes_ / 5, bytes_ * 2 / 5,
+                            std::min<uint64_t>(bytes_ * 3 / 5, 63 * kMiB), bytes_ * 2 / 3};
   ASSERT_GT(sizes[3], 64 * kMiB) << "dataset too small for a sharded size";
   std::string list;
   for (uint64_t s : sizes) {
@@ -278,11 +279,12 @@ TEST_F(AdminMrcAgreementTest, PredictionsMatchMeasuredHitRatios) {
     RecordProperty("lru_" + tag, std::to_string(lru) + " predicted, " +
                                      std::to_string(plain.rcharHit) + " rchar, " +
                                      std::to_string(plain.statsHit) + " stats");
-    std::printf("cache %s (%d shard%s): order-aware predicted %.2f%% measured %.2f%% (rchar) "
-                "%.2f%% (stats); LRU predicted %.2f%% measured %.2f%% (rchar) %.2f%% (stats)\n",
-                tag.c_str(), p["shards"].get<int>(), i < 3 ? "" : "s", 100 * orderAware,
-                100 * withOrder.rcharHit, 100 * withOrder.statsHit, 100 * lru,
-                100 * plain.rcharHit, 100 * plain.statsHit);
+    std::printf(
+        "cache %s (%d shard%s): order-aware predicted %.2f%% measured %.2f%% (rchar) "
+        "%.2f%% (stats); LRU predicted %.2f%% measured %.2f%% (rchar) %.2f%% (stats)\n",
+        tag.c_str(), p["shards"].get<int>(), i < 3 ? "" : "s", 100 * orderAware,
+        100 * withOrder.rcharHit, 100 * withOrder.statsHit, 100 * lru, 100 * plain.rcharHit,
+        100 * plain.statsHit);
     EXPECT_NEAR(withOrder.rcharHit, orderAware, tolerance) << tag;
     EXPECT_NEAR(plain.rcharHit, lru, tolerance) << tag;
     EXPECT_NEAR(withOrder.statsHit, withOrder.rcharHit, 0.005) << tag;

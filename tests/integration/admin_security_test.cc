@@ -4,6 +4,7 @@
 // messages are cut off, path traversal is refused, slow clients time out and
 // a connection flood neither exhausts the daemon's descriptors nor stops the
 // reads going through the mount.
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
@@ -13,7 +14,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <dirent.h>
 #include <fstream>
 #include <thread>
 
@@ -33,7 +33,8 @@ class AdminSecurityTest : public MountTest {
     mkdirs(src_ + "/pub");
     for (int i = 0; i < files; ++i) {
       const std::string rel = "pub/f" + std::to_string(i) + ".bin";
-      const std::string data = randomBytes(20000 + static_cast<size_t>(i) * 5000, static_cast<uint64_t>(i));
+      const std::string data =
+          randomBytes(20000 + static_cast<size_t>(i) * 5000, static_cast<uint64_t>(i));
       writeFile(src_ + "/" + rel, data);
       files_.push_back(rel);
       content_[rel] = data;
@@ -74,14 +75,14 @@ TEST_F(AdminSecurityTest, NobodyMayReadStatsButNotSteer) {
   std::ofstream(order) << "pub/f1.bin\n";
   chmod(root_.c_str(), 0755);
   chmod(order.c_str(), 0644);
-  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"evict", mnt_, "--all"},
-           {"evict", mnt_, "pub/f1.bin"},
-           {"warm", mnt_, "pub"},
-           {"refresh", mnt_},
-           {"order", mnt_, order},
-           {"order", mnt_, "--clear"},
-           {"unmount", mnt_}}) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"evict", mnt_, "--all"},
+                                             {"evict", mnt_, "pub/f1.bin"},
+                                             {"warm", mnt_, "pub"},
+                                             {"refresh", mnt_},
+                                             {"order", mnt_, order},
+                                             {"order", mnt_, "--clear"},
+                                             {"unmount", mnt_}}) {
     ProcResult r = runCtl(args, 30, kNobody);
     EXPECT_EQ(r.exitCode, 4) << args[0] << ": " << r.describe();
     EXPECT_TRUE(oneErrorLine(r, "permission denied")) << args[0];
@@ -154,10 +155,9 @@ TEST_F(AdminSecurityTest, AdminGroupMembersSteerOnlyFilesTheyCanRead) {
 // returns the replies read until EOF.
 std::vector<json> rawExchange(int fd, uint32_t announced, const std::string& payload) {
   std::thread writer([&] {
-    unsigned char hdr[4] = {static_cast<unsigned char>(announced),
-                            static_cast<unsigned char>(announced >> 8),
-                            static_cast<unsigned char>(announced >> 16),
-                            static_cast<unsigned char>(announced >> 24)};
+    unsigned char hdr[4] = {
+        static_cast<unsigned char>(announced), static_cast<unsigned char>(announced >> 8),
+        static_cast<unsigned char>(announced >> 16), static_cast<unsigned char>(announced >> 24)};
     if (send(fd, hdr, 4, MSG_NOSIGNAL) != 4) return;
     size_t off = 0;
     while (off < payload.size()) {
@@ -195,7 +195,9 @@ TEST_F(AdminSecurityTest, OversizedMessagesAreCutOff) {
   EXPECT_EQ(replies[0].value("code", ""), "too_large");
   // Exactly at the cap: served. One byte over: refused.
   std::string pad = json{{"cmd", "status"}, {"pad", ""}}.dump();
-  std::string atCap = json{{"cmd", "status"}, {"pad", std::string(admin::kMaxMessageBytes - pad.size(), 'p')}}.dump();
+  std::string atCap =
+      json{{"cmd", "status"}, {"pad", std::string(admin::kMaxMessageBytes - pad.size(), 'p')}}
+          .dump();
   ASSERT_EQ(atCap.size(), admin::kMaxMessageBytes);
   fd = connectAdmin(mnt_);
   ASSERT_TRUE(admin::sendMessage(fd, atCap));
@@ -240,11 +242,12 @@ TEST_F(AdminSecurityTest, PathTraversalIsRefused) {
   };
   for (const json& p : bad) {
     const std::string what = p.dump().substr(0, 60);
-    for (const json& req : {json{{"cmd", "ls"}, {"path", p}},
-                            json{{"cmd", "warm_add"}, {"paths", json::array({p})}},
-                            json{{"cmd", "evict"}, {"paths", json::array({p})}}}) {
+    for (const json& req :
+         {json{{"cmd", "ls"}, {"path", p}}, json{{"cmd", "warm_add"}, {"paths", json::array({p})}},
+          json{{"cmd", "evict"}, {"paths", json::array({p})}}}) {
       json r = adminRequest(mnt_, req);
-      EXPECT_FALSE(r.value("ok", true)) << req["cmd"] << " " << what << " -> " << r.dump().substr(0, 200);
+      EXPECT_FALSE(r.value("ok", true))
+          << req["cmd"] << " " << what << " -> " << r.dump().substr(0, 200);
       EXPECT_NE(r.value("error", "").find("client:"), 0u) << "no daemon reply for " << what;
     }
     // As an order entry, over one connection.
@@ -253,7 +256,9 @@ TEST_F(AdminSecurityTest, PathTraversalIsRefused) {
     std::string reply;
     ASSERT_TRUE(admin::sendMessage(fd, json{{"cmd", "order_begin"}}.dump()));
     ASSERT_TRUE(admin::receiveMessage(fd, reply));
-    ASSERT_TRUE(admin::sendMessage(fd, json{{"cmd", "order_append"}, {"entries", json::array({p})}}.dump(-1, ' ', false, json::error_handler_t::replace)));
+    ASSERT_TRUE(
+        admin::sendMessage(fd, json{{"cmd", "order_append"}, {"entries", json::array({p})}}.dump(
+                                   -1, ' ', false, json::error_handler_t::replace)));
     ASSERT_TRUE(admin::receiveMessage(fd, reply)) << "no reply to order entry " << what;
     EXPECT_FALSE(json::parse(reply).value("ok", true)) << "order entry " << what << ": " << reply;
     close(fd);

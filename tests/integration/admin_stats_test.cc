@@ -102,8 +102,9 @@ TEST_F(AdminStatsTest, TotalsAddUpWithMultiChunkFiles) {
   const json after = stats();
   ASSERT_EQ(read, bytes_);
   EXPECT_EQ(delta(before, after, "read_bytes"), read);
-  EXPECT_EQ(delta(before, after, "tiers.ram.hit_bytes") + delta(before, after, "tiers.source.bytes"),
-            read);
+  EXPECT_EQ(
+      delta(before, after, "tiers.ram.hit_bytes") + delta(before, after, "tiers.source.bytes"),
+      read);
   EXPECT_EQ(delta(before, after, "tiers.source.read_bytes"), read) << "each byte read once";
 }
 

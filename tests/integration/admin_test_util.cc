@@ -63,7 +63,8 @@ std::string lower(std::string s) {
 bool typeMatches(const nlohmann::json& v, const std::string& t) {
   if (t == "any") return true;
   if (t == "string") return v.is_string();
-  if (t == "uint") return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+  if (t == "uint")
+    return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
   if (t == "int") return v.is_number_integer();
   if (t == "number") return v.is_number();
   if (t == "bool") return v.is_boolean();
@@ -88,7 +89,8 @@ ProcResult runCtl(const std::vector<std::string>& args, double timeoutSec,
   const int out = memfd_create("ctl-out", MFD_CLOEXEC);
   const int err = memfd_create("ctl-err", MFD_CLOEXEC);
   const int in = memfd_create("ctl-in", MFD_CLOEXEC);
-  if (!input.empty() && write(in, input.data(), input.size()) != static_cast<ssize_t>(input.size())) {
+  if (!input.empty() &&
+      write(in, input.data(), input.size()) != static_cast<ssize_t>(input.size())) {
     ADD_FAILURE() << "cannot stage stdin";
   }
   lseek(in, 0, SEEK_SET);
@@ -186,7 +188,8 @@ std::string shapeErrors(const nlohmann::json& v, const nlohmann::json& shape,
     while (std::getline(alts, t, '|')) {
       if (typeMatches(v, t)) return "";
     }
-    return where + ": expected " + shape.get<std::string>() + ", got " + v.dump().substr(0, 80) + "\n";
+    return where + ": expected " + shape.get<std::string>() + ", got " + v.dump().substr(0, 80) +
+           "\n";
   }
   if (shape.is_object()) {
     if (!v.is_object()) return where + ": expected an object, got " + v.dump().substr(0, 80) + "\n";
@@ -228,7 +231,8 @@ std::string expositionErrors(const std::string& text) {
       f >> name >> rest;
       const bool type = line[2] == 'T';
       auto& seen = type ? typed : helped;
-      if (!seen.insert(name).second) errors += at + "second " + (type ? "TYPE" : "HELP") + " for " + name + "\n";
+      if (!seen.insert(name).second)
+        errors += at + "second " + (type ? "TYPE" : "HELP") + " for " + name + "\n";
       if (type) {
         if (rest != "counter" && rest != "gauge" && rest != "histogram" && rest != "summary" &&
             rest != "untyped") {
@@ -257,7 +261,8 @@ std::string expositionErrors(const std::string& text) {
         }
       }
     }
-    if (family != current) errors += at + name + " outside its family (after TYPE " + current + ")\n";
+    if (family != current)
+      errors += at + name + " outside its family (after TYPE " + current + ")\n";
     if (finished.count(family)) errors += at + name + ": family not contiguous\n";
   }
   return errors;
@@ -287,7 +292,8 @@ int connectAdmin(const std::string& mnt) {
   std::string l;
   while (std::getline(in, l)) lines.push_back(l);
   if (lines.size() != 1 || lines[0].rfind("epochctl: error: ", 0) != 0) {
-    return ::testing::AssertionFailure() << "expected one 'epochctl: error: ...' line: " << r.describe();
+    return ::testing::AssertionFailure()
+           << "expected one 'epochctl: error: ...' line: " << r.describe();
   }
   if (lower(lines[0]).find(lower(word)) == std::string::npos) {
     return ::testing::AssertionFailure() << "'" << word << "' not in: " << lines[0];

@@ -5,11 +5,10 @@
 
 #include <sys/types.h>
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tests/integration/mount_fixture.h"
 

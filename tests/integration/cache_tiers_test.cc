@@ -53,8 +53,8 @@ Dataset makeDataset(const std::string& root, size_t count, size_t minSize, size_
 }
 
 // Reads every file of ds under mnt; returns the number of wrong files.
-int readAndVerify(const std::string& mnt, const Dataset& ds,
-                  const std::vector<std::string>& order, size_t bufSize = 128 * 1024) {
+int readAndVerify(const std::string& mnt, const Dataset& ds, const std::vector<std::string>& order,
+                  size_t bufSize = 128 * 1024) {
   int bad = 0;
   for (const auto& rel : order) {
     auto r = readFile(mnt + "/" + rel, bufSize);
@@ -158,8 +158,7 @@ TEST_F(CacheTiersTest, SecondReadIsServedFromRamTier) {
       << "daemon rchar grew by " << io2["rchar"] - io1["rchar"] << " in the second pass ("
       << ds.bytes << " bytes of files)";
   EXPECT_LT(io2["read_bytes"] - io1["read_bytes"], allowance) << "daemon read_bytes grew";
-  EXPECT_EQ(sourceIoBytes(s2), sourceIoBytes(s1))
-      << "the second pass read from the source";
+  EXPECT_EQ(sourceIoBytes(s2), sourceIoBytes(s1)) << "the second pass read from the source";
   EXPECT_GT(get(s2, "read_requests"), get(s1, "read_requests"))
       << "no FUSE reads in the second pass: the page cache was not dropped?";
   EXPECT_GE(get(s2, "tiers.ram.hit_bytes") - get(s1, "tiers.ram.hit_bytes"), ds.bytes * 95 / 100)
@@ -174,8 +173,8 @@ TEST_F(CacheTiersTest, SecondReadIsServedFromRamTier) {
 // disk tier: inotify sees no source file opened or read.
 TEST_F(CacheTiersTest, RestartServesFromWarmDiskTier) {
   Dataset ds = makeDataset(src_, 25, 1, 2 * kMiB, 11);
-  const std::vector<std::string> opts = {"--cache-dir", cache_, "--ram-cache", "1M",
-                                         "--disk-cache", "1G"};
+  const std::vector<std::string> opts = {"--cache-dir", cache_,         "--ram-cache",
+                                         "1M",          "--disk-cache", "1G"};
   auto r = mount(opts);
   ASSERT_EQ(r.exitCode, 0) << r.describe();
   ASSERT_EQ(readAndVerify(mnt_, ds, ds.files), 0);
@@ -193,16 +192,15 @@ TEST_F(CacheTiersTest, RestartServesFromWarmDiskTier) {
   ASSERT_TRUE(s.value("ok", false)) << s.dump();
 
   auto fileEvents = watch.drain(false);
-  EXPECT_EQ(fileEvents.size(), 0u) << "source files opened/read after the restart: "
-                                   << head(fileEvents);
+  EXPECT_EQ(fileEvents.size(), 0u)
+      << "source files opened/read after the restart: " << head(fileEvents);
   auto dirEvents = watch.drain(true);
   EXPECT_EQ(dirEvents.size(), 0u) << "source directories opened after the mount: "
                                   << head(dirEvents);
   EXPECT_EQ(sourceIoBytes(s), 0u) << s.dump();
   EXPECT_EQ(get(s, "tiers.source.bytes"), 0u) << s.dump();
   EXPECT_GE(get(s, "tiers.disk.hit_chunks"), ds.chunks) << s.dump();
-  EXPECT_GE(get(s, "tiers.disk.hit_bytes") + get(s, "tiers.ram.hit_bytes"), ds.bytes)
-      << s.dump();
+  EXPECT_GE(get(s, "tiers.disk.hit_bytes") + get(s, "tiers.ram.hit_bytes"), ds.bytes) << s.dump();
   EXPECT_EQ(get(s, "tiers.disk.corruptions"), 0u);
   EXPECT_GE(get(s, "tiers.disk.used_bytes"), ds.bytes) << "disk tier holds less than the data";
   // The instrument works: a read of the source itself is seen.
@@ -229,8 +227,8 @@ TEST_F(CacheTiersTest, CorruptedDiskChunkIsDetectedAndRefetched) {
   std::map<std::string, std::string> files = {{"one.bin", randomBytes(300 * 1000, 21)},
                                               {"multi.bin", randomBytes(3 * kMiB + 5, 22)}};
   for (const auto& [n, d] : files) writeFile(src_ + "/" + n, d);
-  const std::vector<std::string> opts = {"--cache-dir", cache_, "--ram-cache", "64M",
-                                         "--chunk-size", "1M"};
+  const std::vector<std::string> opts = {"--cache-dir", cache_,         "--ram-cache",
+                                         "64M",         "--chunk-size", "1M"};
   auto r = mount(opts);
   ASSERT_EQ(r.exitCode, 0) << r.describe();
   for (const auto& [n, d] : files) ASSERT_EQ(readFile(mnt_ + "/" + n).data, d) << n;
@@ -276,8 +274,7 @@ TEST_F(CacheTiersTest, CorruptedDiskChunkIsDetectedAndRefetched) {
   }
   auto s = stats();
   EXPECT_GE(get(s, "tiers.disk.corruptions"), 1u) << s.dump();
-  EXPECT_GE(sourceIoBytes(s), 300u * 1000) << "corrupt chunks not re-fetched? "
-                                                       << s.dump();
+  EXPECT_GE(sourceIoBytes(s), 300u * 1000) << "corrupt chunks not re-fetched? " << s.dump();
   // Again, now from whatever replaced the bad chunks.
   dropCaches();
   for (const auto& [n, d] : files) EXPECT_TRUE(readFile(mnt_ + "/" + n).data == d) << n;
@@ -346,8 +343,8 @@ TEST_F(CacheTiersTest, ConcurrentReadersFetchEachChunkOnce) {
       for (size_t off = half * kMiB / 2; off < want.size(); off += kMiB) {
         size_t len = std::min<size_t>(kMiB / 2, want.size() - off);
         std::string got(len, '\0');
-        if (fd < 0 || pread(fd, got.data(), len, static_cast<off_t>(off)) !=
-                          static_cast<ssize_t>(len) ||
+        if (fd < 0 ||
+            pread(fd, got.data(), len, static_cast<off_t>(off)) != static_cast<ssize_t>(len) ||
             got.compare(0, len, want, off, len) != 0) {
           ++bad;
         }

@@ -53,9 +53,7 @@ class CliTest : public MountTest {
   }
 };
 
-TEST_F(CliTest, MissingSource) {
-  expectRefused({root_ + "/nope", mnt_}, {"nope", "source"});
-}
+TEST_F(CliTest, MissingSource) { expectRefused({root_ + "/nope", mnt_}, {"nope", "source"}); }
 
 TEST_F(CliTest, SourceIsARegularFile) {
   expectRefused({src_ + "/a.bin", mnt_}, {"director", "a.bin"});
@@ -114,9 +112,7 @@ TEST_F(CliTest, AlreadyMountedEvenWithEmptySourceAndNonempty) {
 
 TEST_F(CliTest, UnknownLongOption) { expectRefused({src_, mnt_, "--bogus"}, {"bogus"}); }
 
-TEST_F(CliTest, UnknownDashOOption) {
-  expectRefused({src_, mnt_, "-o", "bogus=1"}, {"bogus"});
-}
+TEST_F(CliTest, UnknownDashOOption) { expectRefused({src_, mnt_, "-o", "bogus=1"}, {"bogus"}); }
 
 TEST_F(CliTest, MalformedSize) {
   expectRefused({src_, mnt_, "--ram-cache", "12Q"}, {"12Q"});
@@ -130,8 +126,9 @@ TEST_F(CliTest, BadCacheDir) {
 }
 
 TEST_F(CliTest, FstabGenericOptionsAccepted) {
-  auto r = mount({"-o", "rw,suid,dev,exec,auto,nouser,defaults,_netdev,x-systemd.foo,ram_cache=64M"},
-                 kCliTimeout);
+  auto r =
+      mount({"-o", "rw,suid,dev,exec,auto,nouser,defaults,_netdev,x-systemd.foo,ram_cache=64M"},
+            kCliTimeout);
   ASSERT_EQ(r.exitCode, 0) << r.describe();
   EXPECT_LT(r.seconds, kCliTimeout);
   EXPECT_EQ(r.err.find("error"), std::string::npos) << r.err;

@@ -380,8 +380,8 @@ std::optional<uint64_t> counter(const nlohmann::json& j, std::string_view dotted
   size_t start = 0;
   while (start <= dottedPath.size()) {
     size_t dot = dottedPath.find('.', start);
-    std::string key(dottedPath.substr(start, dot == std::string_view::npos ? dottedPath.npos
-                                                                            : dot - start));
+    std::string key(
+        dottedPath.substr(start, dot == std::string_view::npos ? dottedPath.npos : dot - start));
     if (!cur->is_object() || !cur->contains(key)) return std::nullopt;
     cur = &(*cur)[key];
     if (dot == std::string_view::npos) break;

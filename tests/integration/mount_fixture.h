@@ -39,9 +39,9 @@ struct SpawnOptions {
 };
 
 struct ProcResult {
-  int exitCode = -1;     // exit status; -1 if killed by a signal or timed out
-  int termSignal = 0;    // signal that ended it, if any
-  bool timedOut = false; // killed after the timeout
+  int exitCode = -1;      // exit status; -1 if killed by a signal or timed out
+  int termSignal = 0;     // signal that ended it, if any
+  bool timedOut = false;  // killed after the timeout
   bool stdioHeldOpen = false;
   double seconds = 0;
   std::string out, err;

@@ -99,8 +99,8 @@ TEST_F(PermissionsTest, UnreadableSourceFileAsNobody) {
   EXPECT_EQ(got["public.bin"].hash, xxh3(public_));
   EXPECT_EQ(got["cls/also_public.bin"].err, 0);
   EXPECT_EQ(got["cls/also_public.bin"].size, 999u);
-  EXPECT_EQ(got["secret.bin"].err, EACCES) << "reading a mode-000 file as nobody gave "
-                                           << strerror(got["secret.bin"].err);
+  EXPECT_EQ(got["secret.bin"].err, EACCES)
+      << "reading a mode-000 file as nobody gave " << strerror(got["secret.bin"].err);
   EXPECT_EQ(got["secret.bin"].size, 0u) << "bytes of an unreadable file were served";
   EXPECT_TRUE(unmount());
 }

@@ -9,9 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <algorithm>
 #include <fstream>
 #include <map>
 #include <random>
@@ -134,14 +134,15 @@ TEST_P(PushPageCacheTest, PushedFilesAreReadWithoutTheDaemonAndAdvanceThePositio
       EXPECT_EQ(s["position"].get<uint64_t>(), order.size()) << s.dump();
     }
     EXPECT_EQ(counter(st, "prefetch.push_failures").value_or(1), 0u);
-    quiet = pushedNow == order.size() - sentinelCount &&
-            served <= sentinelCount + order.size() / 20;
-    if (!quiet) std::printf("try %d: %llu pushed, %llu daemon reads\n", attempt,
-                            static_cast<unsigned long long>(pushedNow),
-                            static_cast<unsigned long long>(served));
+    quiet =
+        pushedNow == order.size() - sentinelCount && served <= sentinelCount + order.size() / 20;
+    if (!quiet)
+      std::printf("try %d: %llu pushed, %llu daemon reads\n", attempt,
+                  static_cast<unsigned long long>(pushedNow),
+                  static_cast<unsigned long long>(served));
   }
-  EXPECT_TRUE(quiet) << "not every file pushed, or the daemon served " << served << " read requests for "
-                     << files_.size() << " pushed files";
+  EXPECT_TRUE(quiet) << "not every file pushed, or the daemon served " << served
+                     << " read requests for " << files_.size() << " pushed files";
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, PushPageCacheTest,

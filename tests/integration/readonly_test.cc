@@ -80,9 +80,7 @@ TEST_F(ReadOnlyTest, EveryMutationFailsWithErofs) {
       {"unlink symlink", [&] { return err(unlink((m + "/link").c_str())); }},
       {"rename", [&] { return err(rename(f.c_str(), (m + "/renamed").c_str())); }},
       {"rename dir", [&] { return err(rename((m + "/dir").c_str(), (m + "/dir2").c_str())); }},
-      {"rename over", [&] {
-         return err(rename((m + "/dir/inner.txt").c_str(), f.c_str()));
-       }},
+      {"rename over", [&] { return err(rename((m + "/dir/inner.txt").c_str(), f.c_str())); }},
       {"symlink", [&] { return err(symlink("file.bin", (m + "/newlink").c_str())); }},
       {"link", [&] { return err(link(f.c_str(), (m + "/hardlink").c_str())); }},
       {"chmod", [&] { return err(chmod(f.c_str(), 0600)); }},

@@ -56,7 +56,7 @@ TEST_F(RevalidateTest, SameSizeNewContentSeenAfterInterval) {
   auto got = readFile(mnt_ + "/data.bin");
   ASSERT_EQ(got.err, 0) << strerror(got.err);
   EXPECT_TRUE(got.data == fresh) << (got.data == old_ ? "still the old bytes"
-                                                       : "neither old nor new bytes");
+                                                      : "neither old nor new bytes");
   struct stat st;
   ASSERT_EQ(stat((mnt_ + "/data.bin").c_str(), &st), 0);
   EXPECT_EQ(st.st_mtim.tv_sec, kNewMtime);
@@ -97,7 +97,7 @@ TEST_F(RevalidateTest, DefaultKeepsTheSnapshot) {
   EXPECT_EQ(st.st_size, static_cast<off_t>(old_.size())) << "snapshot size not kept";
   EXPECT_EQ(st.st_mtim.tv_sec, kOldMtime) << "snapshot mtime not kept";
   auto got = readFile(mnt_ + "/data.bin");
-  std::string observed = got.err ? std::string("error ") + strerror(got.err)
+  std::string observed = got.err            ? std::string("error ") + strerror(got.err)
                          : got.data == old_ ? "old bytes (from the cache)"
                          : got.data == grown.substr(0, old_.size())
                              ? "new bytes cut at the old size (from the source)"

@@ -16,8 +16,7 @@ namespace epochfs::itest {
 namespace {
 
 constexpr size_t kMiB = 1024 * 1024;
-const std::vector<size_t> kSizes = {0,       1,           4095, 4096, kMiB - 1,
-                                    kMiB,    kMiB + 1,    kMiB * 7 / 2};
+const std::vector<size_t> kSizes = {0, 1, 4095, 4096, kMiB - 1, kMiB, kMiB + 1, kMiB * 7 / 2};
 
 std::string sizeName(size_t n) { return "size_" + std::to_string(n) + ".bin"; }
 
@@ -56,8 +55,10 @@ class TreeTest : public MountTest {
     chmod((src_ + "/readonly_dir").c_str(), 0555);
     mkdirs(src_ + "/empty_dir");
     // Odd names.
-    for (const char* n : {"name with spaces.txt", "\xc3\xbcn\xc3\xaf c\xc3\xb8" "d\xc3\xa9 "
-                                                  "\xe6\x97\xa5\xe6\x9c\xac.bin",
+    for (const char* n : {"name with spaces.txt",
+                          "\xc3\xbcn\xc3\xaf c\xc3\xb8"
+                          "d\xc3\xa9 "
+                          "\xe6\x97\xa5\xe6\x9c\xac.bin",
                           "new\nline", ".hidden", "-leading-dash", "percent%25#hash?",
                           "back\\slash", "tab\there"}) {
       file(n, 33);
@@ -167,10 +168,17 @@ TEST_F(TreeTest, PreadEdgeCases) {
     struct Case {
       size_t off, len;
     };
-    std::vector<Case> cases = {{0, 0},         {size, 10},          {size + 4096, 10},
-                               {size / 3 + 1, 12345}, {1, 4097},    {0, size + 100},
-                               {size ? size - 1 : 0, 100}, {kMiB - 7, 100}, {kMiB * 3 - 1, 2},
-                               {size / 2, 0}, {size + kMiB * 10, 1}};
+    std::vector<Case> cases = {{0, 0},
+                               {size, 10},
+                               {size + 4096, 10},
+                               {size / 3 + 1, 12345},
+                               {1, 4097},
+                               {0, size + 100},
+                               {size ? size - 1 : 0, 100},
+                               {kMiB - 7, 100},
+                               {kMiB * 3 - 1, 2},
+                               {size / 2, 0},
+                               {size + kMiB * 10, 1}};
     for (const auto& c : cases) {
       std::string buf(c.len + 1, '\x55');
       ssize_t n = pread(fd, buf.data(), c.len, static_cast<off_t>(c.off));

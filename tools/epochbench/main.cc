@@ -119,7 +119,8 @@ int main(int argc, char** argv) {
       "peers",
       "native, bindfs, rclone (vfs full cache) and epochfs side by side: files/s and daemon "
       "CPU for ~110 KB files, MB/s for shard files, T readers, cold and warm (needs root)");
-  peers->add_option("--dir", peers_options.dir, "Source: holds files/ and shards/ (made if missing)")
+  peers
+      ->add_option("--dir", peers_options.dir, "Source: holds files/ and shards/ (made if missing)")
       ->capture_default_str();
   addDatasetOptions(peers, peers_options.spec);
   peers->add_option("--shards", peers_options.shards, "Shard files")

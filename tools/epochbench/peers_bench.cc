@@ -129,8 +129,8 @@ std::unique_ptr<PeerMount> PeerMount::open(const std::string& name, const std::s
       *error = "epochfs not found at " + binary + " (build it, or --epochfs)";
       return nullptr;
     }
-    auto em = EpochfsMount::start(binary, source, scratch, {"--ram-cache", ram_cache}, nullptr,
-                                  error);
+    auto em =
+        EpochfsMount::start(binary, source, scratch, {"--ram-cache", ram_cache}, nullptr, error);
     if (!em) return nullptr;
     auto m = std::make_unique<PeerMount>(name, em->mountpoint());
     m->daemon_pids_.push_back(em->pid());
@@ -154,8 +154,8 @@ std::unique_ptr<PeerMount> PeerMount::open(const std::string& name, const std::s
       std::error_code ec;
       fs::remove_all(cache, ec);  // never a mountpoint: the mount is at `mnt`
     });
-    command = {binary, "mount", source, mnt, "--read-only", "--vfs-cache-mode", "full",
-               "--cache-dir", cache, "--daemon", "--log-level", "ERROR"};
+    command = {binary, "mount",       source, mnt,        "--read-only", "--vfs-cache-mode",
+               "full", "--cache-dir", cache,  "--daemon", "--log-level", "ERROR"};
   }
   m->guard_ = MountGuard::mount(command, mnt, error);
   if (!m->guard_) return nullptr;
@@ -170,8 +170,8 @@ std::unique_ptr<PeerMount> PeerMount::open(const std::string& name, const std::s
 
 // All passes of one cell: filesystem x workload x threads x state.
 struct Cell {
-  std::vector<double> rate;              // files/s (files) or MB/s (shards)
-  std::vector<double> cpu_per_unit;      // daemon CPU s per 1,000 files / per GB
+  std::vector<double> rate;          // files/s (files) or MB/s (shards)
+  std::vector<double> cpu_per_unit;  // daemon CPU s per 1,000 files / per GB
   int64_t errors = 0;
   std::string first_error;
 };
@@ -216,8 +216,8 @@ void PeersBench::pass(const std::string& name, PeerMount& m, const std::string& 
     paths.push_back(m.root() + "/" + rel);
   }
   double cpu_before = m.daemonCpuSeconds();
-  PassResult r = workload == "files" ? runReadPass(paths, threads, seed)
-                                     : runOrderedPass(paths, threads);
+  PassResult r =
+      workload == "files" ? runReadPass(paths, threads, seed) : runOrderedPass(paths, threads);
   double cpu = m.daemonCpuSeconds() - cpu_before;
   Cell& c = cells_[key(name, workload, threads, state)];
   double rate = workload == "files" ? r.filesPerSecond() : r.megabytesPerSecond();
@@ -227,11 +227,10 @@ void PeersBench::pass(const std::string& name, PeerMount& m, const std::string& 
   }
   c.errors += r.errors;
   if (c.first_error.empty()) c.first_error = r.first_error;
-  std::fprintf(stderr, "  %-8s %-6s T=%d %-4s %10.1f %s  daemon CPU %.2f s%s\n", name.c_str(),
-               workload.c_str(), threads, state.c_str(), rate,
-               workload == "files" ? "files/s" : "MB/s   ", cpu,
-               r.errors ? (" " + std::to_string(r.errors) + " ERRORS: " + r.first_error).c_str()
-                        : "");
+  std::fprintf(
+      stderr, "  %-8s %-6s T=%d %-4s %10.1f %s  daemon CPU %.2f s%s\n", name.c_str(),
+      workload.c_str(), threads, state.c_str(), rate, workload == "files" ? "files/s" : "MB/s   ",
+      cpu, r.errors ? (" " + std::to_string(r.errors) + " ERRORS: " + r.first_error).c_str() : "");
 }
 
 // One mount of `name` for `threads` readers: its cold and warm passes. False if
@@ -277,9 +276,8 @@ int PeersBench::run() {
     shard_paths_.push_back("shards/" + name);
   }
   uint64_t total = file_bytes_ + (static_cast<uint64_t>(options_.shards * options_.shard_mb) << 20);
-  ram_cache_ = options_.ram_cache.empty()
-                   ? std::to_string(total / 4 * 5 / (1 << 20) + 256) + "M"
-                   : options_.ram_cache;
+  ram_cache_ = options_.ram_cache.empty() ? std::to_string(total / 4 * 5 / (1 << 20) + 256) + "M"
+                                          : options_.ram_cache;
   scratch_ = std::make_unique<ScratchDir>("/tmp/epochbench-peers-");
   load_before_ = loadAverage();
   const size_t n = options_.filesystems.size();
@@ -345,7 +343,8 @@ void PeersBench::printTables(std::FILE* out) const {
         std::fprintf(out, "| %s | %s |", name.c_str(), state.c_str());
         for (int t : options_.threads) {
           auto it = cells_.find(key(name, workload, t, state));
-          std::fprintf(out, " %s |", it == cells_.end() ? "-" : spread(it->second.rate, "%.0f").c_str());
+          std::fprintf(out, " %s |",
+                       it == cells_.end() ? "-" : spread(it->second.rate, "%.0f").c_str());
         }
         for (int t : options_.threads) {
           auto it = cells_.find(key(name, workload, t, state));
@@ -393,9 +392,14 @@ json PeersBench::toJson() const {
           if (it == cells_.end()) continue;
           const Cell& c = it->second;
           Summary s = summarize(c.rate);
-          json cell = {{"fs", name}, {"workload", workload}, {"threads", t}, {"state", state},
+          json cell = {{"fs", name},
+                       {"workload", workload},
+                       {"threads", t},
+                       {"state", state},
                        {workload == "files" ? "files_per_s" : "mb_per_s", c.rate},
-                       {"median", s.median}, {"min", s.min}, {"max", s.max},
+                       {"median", s.median},
+                       {"min", s.min},
+                       {"max", s.max},
                        {"errors", c.errors}};
           if (name != "native") {
             cell[workload == "files" ? "daemon_cpu_s_per_1k_files" : "daemon_cpu_s_per_gb"] =
@@ -407,7 +411,9 @@ json PeersBench::toJson() const {
       }
     }
   }
-  return {{"benchmark", "epochbench peers"}, {"config", config}, {"cells", cells},
+  return {{"benchmark", "epochbench peers"},
+          {"config", config},
+          {"cells", cells},
           {"skipped", skipped_}};
 }
 

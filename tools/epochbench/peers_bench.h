@@ -28,15 +28,14 @@
 
 namespace epochfs::bench {
 
-inline const std::vector<std::string> kPeerFilesystems = {"native", "bindfs", "rclone",
-                                                          "epochfs"};
+inline const std::vector<std::string> kPeerFilesystems = {"native", "bindfs", "rclone", "epochfs"};
 
 struct PeersBenchOptions {
   // Holds files/ (the ImageNet-shaped dataset) and shards/ (random shard files).
   std::string dir = "/var/tmp/epochbench-peers";
   DatasetSpec spec{.files = 2000, .classes = 20};
-  int shards = 4;         // shard files; as many as the largest T keeps every reader busy
-  int shard_mb = 512;     // MiB each
+  int shards = 4;      // shard files; as many as the largest T keeps every reader busy
+  int shard_mb = 512;  // MiB each
   std::vector<int> threads = {1, 2, 4};
   int repeats = 3;
   std::vector<std::string> filesystems = kPeerFilesystems;

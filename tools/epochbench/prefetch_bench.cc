@@ -156,8 +156,7 @@ std::unique_ptr<EpochfsMount> PrefetchBench::mount(const Dataset& d, const std::
   return m;
 }
 
-EpochRun PrefetchBench::runDirect(int repeat, const std::vector<std::string>& order,
-                                  int threads) {
+EpochRun PrefetchBench::runDirect(int repeat, const std::vector<std::string>& order, int threads) {
   dropCaches();
   scan(main_.root, main_);
   EpochRun run;
@@ -219,8 +218,8 @@ EpochRun PrefetchBench::runEpochfs(int repeat, const std::vector<std::string>& o
     run.prefetched_files = streamSum(*after, "prefetched_files");
     run.pushed_files = statsCounter(*after, {"prefetch", "pushed_files"}) -
                        statsCounter(*before, {"prefetch", "pushed_files"});
-    run.daemon_reads = statsCounter(*after, {"read_requests"}) -
-                       statsCounter(*before, {"read_requests"});
+    run.daemon_reads =
+        statsCounter(*after, {"read_requests"}) - statsCounter(*before, {"read_requests"});
   } else {
     std::fprintf(stderr, "warning: stats unavailable: %s\n", error.c_str());
   }

@@ -41,8 +41,8 @@ namespace epochfs::bench {
 // All cases; "warm" and "deep" are diagnostics and not run by default. "deep"
 // is the direct reader with --deep-threads threads: about what the source
 // device delivers at all (a deep queue), so about the ceiling of a cold epoch.
-inline const std::vector<std::string> kPrefetchCases = {"direct", "cold", "plan", "warm",
-                                                        "deep",   "eviction"};
+inline const std::vector<std::string> kPrefetchCases = {"direct", "cold", "plan",
+                                                        "warm",   "deep", "eviction"};
 
 struct PrefetchBenchOptions {
   std::string dir = "/tmp/epochbench-prefetch-data";  // plain-source dataset

@@ -216,15 +216,18 @@ void printEpochProgress(std::FILE* out, const std::string& name, const EpochRun&
   std::fprintf(
       out, "  repeat %d/%d  %-10s %7.2f s %8.0f files/s%s%s%s%s%s%s%s\n", run.repeat, repeats,
       name.c_str(), run.pass.seconds, run.pass.filesPerSecond(),
-      optional("  CPUs %.0f%% busy", run.cpu_busy ? std::optional(100 * *run.cpu_busy)
-                                                  : std::nullopt).c_str(),
+      optional("  CPUs %.0f%% busy",
+               run.cpu_busy ? std::optional(100 * *run.cpu_busy) : std::nullopt)
+          .c_str(),
       optional("  waited %.2f%%", stall ? std::optional(100 * *stall) : std::nullopt).c_str(),
       optional("  lead %.0f files", run.lead_files).c_str(),
       optional("  daemon CPU %.2f s", run.daemon_cpu_s).c_str(),
-      optional("  pushed %.0f", run.pushed_files ? std::optional<double>(*run.pushed_files)
-                                                 : std::nullopt).c_str(),
-      optional("  daemon reads %.0f", run.daemon_reads ? std::optional<double>(*run.daemon_reads)
-                                                       : std::nullopt).c_str(),
+      optional("  pushed %.0f",
+               run.pushed_files ? std::optional<double>(*run.pushed_files) : std::nullopt)
+          .c_str(),
+      optional("  daemon reads %.0f",
+               run.daemon_reads ? std::optional<double>(*run.daemon_reads) : std::nullopt)
+          .c_str(),
       optional("  %.0f read errors",
                run.pass.errors ? std::optional<double>(run.pass.errors) : std::nullopt)
           .c_str());

@@ -21,8 +21,8 @@ struct EpochRun {
   double register_s = 0;                 // plan: time spent registering the order
   uint64_t stalls = 0, hits = 0;         // plan: prefetch.streams[] sums
   uint64_t prefetched_files = 0;         // plan
-  std::optional<uint64_t> pushed_files;   // epochfs: prefetch.pushed_files (page-cache push)
-  std::optional<uint64_t> daemon_reads;   // epochfs: read requests the daemon served
+  std::optional<uint64_t> pushed_files;  // epochfs: prefetch.pushed_files (page-cache push)
+  std::optional<uint64_t> daemon_reads;  // epochfs: read requests the daemon served
   std::optional<double> lead_files;      // plan: median lead over the epoch's samples
   std::optional<uint64_t> source_bytes;  // daemon tiers.source.read_bytes (epochfs cases)
   std::optional<uint64_t> device_bytes;  // cgroup read bytes (with --source-throttle)

@@ -55,12 +55,16 @@ std::string AdminClient::advertisedSocket(const std::string& mountpoint) {
       case ENOENT:
         throw CtlError(mountpoint + ": no such directory", CtlError::kNoDaemon);
       case ENOTCONN:
-        throw CtlError(mountpoint + ": daemon not responding (transport endpoint is not "
-                       "connected; unmount with fusermount3 -u)", CtlError::kNoDaemon);
+        throw CtlError(mountpoint +
+                           ": daemon not responding (transport endpoint is not "
+                           "connected; unmount with fusermount3 -u)",
+                       CtlError::kNoDaemon);
       case EACCES:
       case EPERM:
-        throw CtlError(mountpoint + ": permission denied reading the mount root (a mount "
-                       "without --allow-other is private to its owner)", CtlError::kDenied);
+        throw CtlError(mountpoint +
+                           ": permission denied reading the mount root (a mount "
+                           "without --allow-other is private to its owner)",
+                       CtlError::kDenied);
       default:
         throw CtlError(mountpoint + ": not an epochfs mount", CtlError::kNoDaemon);
     }
@@ -80,9 +84,9 @@ AdminClient::AdminClient(const std::string& mountpoint, const std::string& socke
   fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0 || connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     const int err = errno;
-    throw CtlError(mountpoint + ": daemon not responding (" + socketPath_ + ": " +
-                       std::strerror(err) + ")",
-                   err == EACCES ? CtlError::kDenied : CtlError::kNoDaemon);
+    throw CtlError(
+        mountpoint + ": daemon not responding (" + socketPath_ + ": " + std::strerror(err) + ")",
+        err == EACCES ? CtlError::kDenied : CtlError::kNoDaemon);
   }
 }
 

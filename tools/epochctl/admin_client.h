@@ -2,19 +2,18 @@
 // --socket) and exchanges admin-protocol messages with its daemon.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace epochfs::ctl {
 
 // An error for the user: one line, and the exit status epochctl ends with.
 class CtlError : public std::runtime_error {
  public:
-  static constexpr int kFailed = 1;         // the command failed (daemon said why)
-  static constexpr int kNoDaemon = 3;       // not an epochfs mount / daemon not responding
-  static constexpr int kDenied = 4;         // permission denied
+  static constexpr int kFailed = 1;    // the command failed (daemon said why)
+  static constexpr int kNoDaemon = 3;  // not an epochfs mount / daemon not responding
+  static constexpr int kDenied = 4;    // permission denied
   CtlError(const std::string& message, int exitCode = kFailed)
       : std::runtime_error(message), exitCode_(exitCode) {}
   int exitCode() const { return exitCode_; }

@@ -27,8 +27,8 @@ std::string formatStatus(const json& s) {
   std::snprintf(up, sizeof up, "%.0f s", s.value("uptime_s", 0.0));
   o << "uptime:     " << up << "\n";
   const json& d = s["dataset"];
-  o << "dataset:    version " << d.value("version", 0) << ", " << d.value("files", 0)
-    << " files, " << d.value("dirs", 0) << " dirs, " << humanBytes(d.value("bytes", uint64_t{0}))
+  o << "dataset:    version " << d.value("version", 0) << ", " << d.value("files", 0) << " files, "
+    << d.value("dirs", 0) << " dirs, " << humanBytes(d.value("bytes", uint64_t{0}))
     << " (snapshot at mount)";
   if (d.value("pending_additions", 0) > 0) {
     o << "; " << d["pending_additions"].get<uint64_t>()
@@ -100,18 +100,21 @@ std::string formatStats(const json& s) {
     const json& d = s["tiers"]["disk"];
     const bool healthy = d.value("healthy", true);
     if (!healthy || d.value("errors", uint64_t{0}) > 0) {
-      o << "disk tier: " << (healthy ? "healthy" : "UNHEALTHY (reads go to the source)") << "; errors "
-        << d.value("errors", uint64_t{0}) << ", probes " << d.value("probes", uint64_t{0})
-        << "; last: " << d.value("last_error", std::string()) << "\n";
+      o << "disk tier: " << (healthy ? "healthy" : "UNHEALTHY (reads go to the source)")
+        << "; errors " << d.value("errors", uint64_t{0}) << ", probes "
+        << d.value("probes", uint64_t{0}) << "; last: " << d.value("last_error", std::string())
+        << "\n";
     }
   }
   const uint64_t peer = s.contains("peer") ? s["peer"].value("hit_bytes", uint64_t{0}) : 0;
   if (peer > 0) o << "peer     " << humanBytes(peer) << " from other nodes\n";
   const uint64_t fromSource = s["tiers"]["source"].value("bytes", uint64_t{0});
-  std::snprintf(line, sizeof line, "hit ratio: %.1f%% of the bytes the daemon served came from a cache tier\n",
-                readBytes ? 100.0 * static_cast<double>(readBytes - std::min(readBytes, fromSource)) /
-                                static_cast<double>(readBytes)
-                          : 0.0);
+  std::snprintf(line, sizeof line,
+                "hit ratio: %.1f%% of the bytes the daemon served came from a cache tier\n",
+                readBytes
+                    ? 100.0 * static_cast<double>(readBytes - std::min(readBytes, fromSource)) /
+                          static_cast<double>(readBytes)
+                    : 0.0);
   o << line;
   const json& lat = s["tiers"]["source"]["latency_us"];
   o << "source latency: p50 " << lat.value("p50", 0) << " us, p99 " << lat.value("p99", 0)

@@ -64,8 +64,9 @@ std::string formatLs(const json& result) {
       for (const json& c : e["children"]) {
         std::string n = PathList::display(c["path"]);
         const size_t slash = n.rfind('/');
-        line(o, c, "  " + (slash == std::string::npos ? n : n.substr(slash + 1)) +
-                       (c.value("type", "") == "dir" ? "/" : ""));
+        line(o, c,
+             "  " + (slash == std::string::npos ? n : n.substr(slash + 1)) +
+                 (c.value("type", "") == "dir" ? "/" : ""));
       }
     }
     line(o, e, nameOf(e) + (e.contains("children") ? " (total)" : ""));

@@ -4,9 +4,8 @@
 // unless -d. Pages through large directories (each reply under the cap).
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "tools/epochctl/admin_client.h"
 #include "tools/epochctl/path_list.h"

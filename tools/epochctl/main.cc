@@ -5,14 +5,13 @@
 // denied; the reason is one line on stderr.
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <thread>
-
-#include <CLI/CLI.hpp>
 
 #include "tools/epochctl/admin_client.h"
 #include "tools/epochctl/formatting.h"
@@ -76,7 +75,9 @@ static json upgradeDaemon(ctl::AdminClient& client, const std::string& mountpoin
       json st = fresh.call({{"cmd", "status"}});
       const int64_t pid = st.value("pid", int64_t{0});
       if (pid != 0 && pid != old) {
-        return json{{"ok", true}, {"old_pid", old}, {"pid", pid},
+        return json{{"ok", true},
+                    {"old_pid", old},
+                    {"pid", pid},
                     {"version", st.value("version", std::string())}};
       }
     } catch (const ctl::CtlError&) {
@@ -104,7 +105,8 @@ static std::string formatPeers(const json& r) {
                 "STATE", "FETCHED_MiB", "SERVED_MiB", "ERRORS", "TIMEOUTS", "LAST ERROR");
   out += line;
   for (const auto& p : r.value("peers", json::array())) {
-    const uint64_t errors = p.value("fetch_errors", uint64_t{0}) + p.value("serve_errors", uint64_t{0}) +
+    const uint64_t errors = p.value("fetch_errors", uint64_t{0}) +
+                            p.value("serve_errors", uint64_t{0}) +
                             p.value("auth_failures", uint64_t{0});
     std::snprintf(line, sizeof line, "%-4u %-24s %-10s %12s %12s %8llu %8llu %s\n",
                   p.value("id", 0u), p.value("address", std::string()).c_str(),
@@ -135,7 +137,8 @@ int main(int argc, char** argv) {
   auto* evict = app.add_subcommand("evict", "Drop files (or everything) from the cache tiers");
   auto* order = app.add_subcommand("order", "Register an epoch's read order (one entry per line)");
   auto* metrics = app.add_subcommand("metrics", "Prometheus text exposition of every counter");
-  auto* mrc = app.add_subcommand("mrc", "Miss-ratio curve: hit ratio by cache size, LRU vs order-aware");
+  auto* mrc =
+      app.add_subcommand("mrc", "Miss-ratio curve: hit ratio by cache size, LRU vs order-aware");
   auto* peers = app.add_subcommand("peers", "Cluster members (when clustered)");
   auto* placement =
       app.add_subcommand("placement", "Owner node of every file, and the map's version (cluster)");
@@ -152,7 +155,8 @@ int main(int argc, char** argv) {
   }
   double watch = 0;
   long count = 0;
-  stats->add_option("--watch", watch, "Redraw a live view every SECONDS")->check(CLI::Range(0.1, 86400.0));
+  stats->add_option("--watch", watch, "Redraw a live view every SECONDS")
+      ->check(CLI::Range(0.1, 86400.0));
   stats->add_option("--count", count, "With --watch: stop after N views");
   bool dirOnly = false;
   ls->add_option("paths", paths, "Paths relative to the mount (default: its root)");
@@ -169,7 +173,8 @@ int main(int argc, char** argv) {
   evict->add_option("paths", paths, "Files or directories to evict");
   evict->add_option("--list", listFile, "File with one path per line (- for stdin)");
   evict->add_flag("--all", all, "Evict everything");
-  evict->add_option("--tier", tier, "ram, disk or all (default)")->check(CLI::IsMember({"all", "ram", "disk"}));
+  evict->add_option("--tier", tier, "ram, disk or all (default)")
+      ->check(CLI::IsMember({"all", "ram", "disk"}));
   ctl::OrderRequest orderRequest;
   std::string orderFile;
   bool clear = false;
@@ -181,11 +186,14 @@ int main(int argc, char** argv) {
   order->add_flag("--clear", clear, "Drop every registered order");
   ctl::MrcOptions mrcOptions;
   std::string sizes;
-  mrc->add_option("--order", mrcOptions.orderFiles, "An epoch's order file (repeat for several epochs)");
-  mrc->add_option("--epochs", mrcOptions.epochs, "Epochs to model (default: the orders, at least 2)")
+  mrc->add_option("--order", mrcOptions.orderFiles,
+                  "An epoch's order file (repeat for several epochs)");
+  mrc->add_option("--epochs", mrcOptions.epochs,
+                  "Epochs to model (default: the orders, at least 2)")
       ->check(CLI::Range(1, 1000));
   mrc->add_option("--seed", mrcOptions.seed, "Seed for the reshuffled later epochs");
-  mrc->add_option("--sizes", sizes, "Cache sizes, e.g. 1G,2G,4G (default: --points up to the data)");
+  mrc->add_option("--sizes", sizes,
+                  "Cache sizes, e.g. 1G,2G,4G (default: --points up to the data)");
   mrc->add_option("--points", mrcOptions.points, "Number of cache sizes (default 12)")
       ->check(CLI::Range(1, 200));
   mrc->add_option("--png", mrcOptions.png, "Also draw the curve into this PNG (matplotlib)");
@@ -266,9 +274,9 @@ int main(int argc, char** argv) {
       std::cout << text;
     }
     if (cmd == "warm" && reply.value("errors", uint64_t{0}) > 0) {
-      throw ctl::CtlError(std::to_string(reply["errors"].get<uint64_t>()) +
-                          " files could not be warmed; first: " +
-                          reply.value("first_error", std::string("?")));
+      throw ctl::CtlError(
+          std::to_string(reply["errors"].get<uint64_t>()) +
+          " files could not be warmed; first: " + reply.value("first_error", std::string("?")));
     }
   } catch (const ctl::CtlError& e) {
     std::fprintf(stderr, "epochctl: error: %s\n", e.what());

@@ -201,15 +201,18 @@ json runMrc(AdminClient& client, const MrcOptions& o) {
   std::string source;
   if (!o.orderFiles.empty()) {
     source = "files";
-    for (const auto& f : o.orderFiles) orders.push_back(readOrderFile(f, client.mountpoint(), files));
+    for (const auto& f : o.orderFiles)
+      orders.push_back(readOrderFile(f, client.mountpoint(), files));
   } else {
     if (info["plans"].empty()) {
-      throw CtlError("no order registered with this mount (epochctl order ...); or give --order FILE");
+      throw CtlError(
+          "no order registered with this mount (epochctl order ...); or give --order FILE");
     }
     source = "registered";
     orders.push_back(registeredOrder(client, info["plans"], files));
   }
-  const unsigned epochs = o.epochs ? o.epochs : std::max<unsigned>(2, static_cast<unsigned>(orders.size()));
+  const unsigned epochs =
+      o.epochs ? o.epochs : std::max<unsigned>(2, static_cast<unsigned>(orders.size()));
   MrcModel model(chunkSize, files.sizes());
   size_t entries = 0;
   for (unsigned e = 0; e < epochs; ++e) {
@@ -264,11 +267,12 @@ std::string formatMrc(const json& r) {
   std::ostringstream o;
   const bool warm = r.value("epochs", 1) > 1;
   const char* key = warm ? "warm" : "all";
-  o << "miss-ratio curve of " << r.value("epochs", 0) << " epochs ("
-    << r.value("orders_given", 0) << " order(s) " << (r.value("source", "") == "files" ? "given" : "registered")
+  o << "miss-ratio curve of " << r.value("epochs", 0) << " epochs (" << r.value("orders_given", 0)
+    << " order(s) " << (r.value("source", "") == "files" ? "given" : "registered")
     << (r.value("epochs", 0) > r.value("orders_given", 0) ? ", later epochs reshuffled" : "")
-    << "), " << r.value("entries", 0) << " entries, " << humanBytes(r.value("unique_bytes", uint64_t{0}))
-    << " distinct, chunk " << humanBytes(r.value("chunk_size", uint64_t{0})) << "\n"
+    << "), " << r.value("entries", 0) << " entries, "
+    << humanBytes(r.value("unique_bytes", uint64_t{0})) << " distinct, chunk "
+    << humanBytes(r.value("chunk_size", uint64_t{0})) << "\n"
     << "byte hit ratio " << (warm ? "after the first epoch" : "over the epoch")
     << " (kernel page cache and prefetch not modelled)\n";
   char buf[200];
@@ -279,7 +283,8 @@ std::string formatMrc(const json& r) {
     const uint64_t c = p.value("cache_bytes", uint64_t{0});
     std::snprintf(buf, sizeof buf, "%12s %8.1f%% %11.1f%% %8.1f%%%s\n", humanBytes(c).c_str(),
                   100.0 * p["lru"].value(key, 0.0), 100.0 * p["order_aware"].value(key, 0.0),
-                  100.0 * p["belady"].value(key, 0.0), c == ram ? "   <- this mount's RAM tier" : "");
+                  100.0 * p["belady"].value(key, 0.0),
+                  c == ram ? "   <- this mount's RAM tier" : "");
     o << buf;
   }
   return o.str();

@@ -171,7 +171,8 @@ MrcModel::Ratios MrcModel::orderAware(uint64_t capacity, unsigned shards) const 
   for (uint32_t s = 0; s < shards; ++s) prev[items + s] = next[items + s] = items + s;
   std::vector<uint8_t> resident(items, 0);
   std::vector<uint64_t> bytes(shards, 0), cap(shards);
-  for (uint32_t s = 0; s < shards; ++s) cap[s] = capacity / shards + (s < capacity % shards ? 1 : 0);
+  for (uint32_t s = 0; s < shards; ++s)
+    cap[s] = capacity / shards + (s < capacity % shards ? 1 : 0);
   std::vector<uint32_t> nextPos(fileSizes_.size(), kNever);
   auto unlink = [&](uint32_t x) {
     next[prev[x]] = next[x];
@@ -200,7 +201,8 @@ MrcModel::Ratios MrcModel::orderAware(uint64_t capacity, unsigned shards) const 
     for (uint32_t e = last; e-- > first;) nextPos[entryFile_[e]] = e;
     for (uint32_t e = first; e < last; ++e) {
       const uint32_t a0 = entryFirst_[e];
-      const uint32_t a1 = e + 1 < entries ? entryFirst_[e + 1] : static_cast<uint32_t>(accItem_.size());
+      const uint32_t a1 =
+          e + 1 < entries ? entryFirst_[e + 1] : static_cast<uint32_t>(accItem_.size());
       for (uint32_t t = a0; t < a1; ++t) {
         const uint32_t x = accItem_[t];
         const uint32_t s = shardOf(x, shards);

@@ -91,11 +91,11 @@ class MrcModel {
   std::vector<uint8_t> itemShard_;   // the mount's shard of each item (kNoShard: unknown)
   // The trace: one access per chunk per entry.
   std::vector<uint32_t> accItem_;
-  std::vector<uint8_t> accWarm_;       // 1 in epochs after the first
-  std::vector<uint32_t> entryFile_;    // per entry (all epochs)
-  std::vector<uint32_t> entryFirst_;   // first access of each entry
+  std::vector<uint8_t> accWarm_;             // 1 in epochs after the first
+  std::vector<uint32_t> entryFile_;          // per entry (all epochs)
+  std::vector<uint32_t> entryFirst_;         // first access of each entry
   std::vector<uint32_t> entrySameFileNext_;  // next entry of the same file in its epoch
-  std::vector<uint32_t> epochStarts_;  // first entry of each epoch
+  std::vector<uint32_t> epochStarts_;        // first entry of each epoch
   uint64_t accessedBytes_ = 0, warmBytes_ = 0;
 };
 

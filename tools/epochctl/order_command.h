@@ -4,9 +4,8 @@
 
 #include <cstdint>
 #include <istream>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "tools/epochctl/admin_client.h"
 

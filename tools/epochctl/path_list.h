@@ -8,10 +8,9 @@
 
 #include <functional>
 #include <istream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tools/epochctl/admin_client.h"
 

@@ -24,14 +24,14 @@ std::string ProgressBar::clock(double seconds) {
 
 std::string ProgressBar::text(uint64_t filesDone, uint64_t filesTotal, uint64_t bytesDone,
                               uint64_t bytesTotal, double seconds, bool bar) const {
-  const double frac = bytesTotal > 0 ? static_cast<double>(bytesDone) / static_cast<double>(bytesTotal)
-                      : filesTotal > 0 ? static_cast<double>(filesDone) / static_cast<double>(filesTotal)
-                                       : 1.0;
+  const double frac =
+      bytesTotal > 0   ? static_cast<double>(bytesDone) / static_cast<double>(bytesTotal)
+      : filesTotal > 0 ? static_cast<double>(filesDone) / static_cast<double>(filesTotal)
+                       : 1.0;
   const double rate = seconds > 0 ? static_cast<double>(bytesDone) / seconds : 0;
-  const std::string eta =
-      rate > 0 && bytesTotal > bytesDone
-          ? clock(static_cast<double>(bytesTotal - bytesDone) / rate)
-          : (frac >= 1.0 ? "done" : "?");
+  const std::string eta = rate > 0 && bytesTotal > bytesDone
+                              ? clock(static_cast<double>(bytesTotal - bytesDone) / rate)
+                              : (frac >= 1.0 ? "done" : "?");
   char buf[256];
   std::string prefix;
   if (bar) {
@@ -47,8 +47,8 @@ std::string ProgressBar::text(uint64_t filesDone, uint64_t filesTotal, uint64_t 
   std::snprintf(buf, sizeof buf, "%3.0f%%  %llu/%llu files  %s/%s  %s/s  ETA %s", 100.0 * frac,
                 static_cast<unsigned long long>(filesDone),
                 static_cast<unsigned long long>(filesTotal), humanBytes(bytesDone).c_str(),
-                humanBytes(bytesTotal).c_str(),
-                humanBytes(static_cast<uint64_t>(rate)).c_str(), eta.c_str());
+                humanBytes(bytesTotal).c_str(), humanBytes(static_cast<uint64_t>(rate)).c_str(),
+                eta.c_str());
   prefix.append(buf);
   return prefix;
 }
@@ -56,11 +56,13 @@ std::string ProgressBar::text(uint64_t filesDone, uint64_t filesTotal, uint64_t 
 void ProgressBar::update(uint64_t filesDone, uint64_t filesTotal, uint64_t bytesDone,
                          uint64_t bytesTotal, double seconds) {
   if (tty_) {
-    std::fprintf(out_, "\r%s\033[K", text(filesDone, filesTotal, bytesDone, bytesTotal, seconds, true).c_str());
+    std::fprintf(out_, "\r%s\033[K",
+                 text(filesDone, filesTotal, bytesDone, bytesTotal, seconds, true).c_str());
     std::fflush(out_);
   } else if (seconds - lastPrinted_ >= lineSeconds_) {
     lastPrinted_ = seconds;
-    std::fprintf(out_, "%s\n", text(filesDone, filesTotal, bytesDone, bytesTotal, seconds, false).c_str());
+    std::fprintf(out_, "%s\n",
+                 text(filesDone, filesTotal, bytesDone, bytesTotal, seconds, false).c_str());
     std::fflush(out_);
   }
 }
@@ -71,7 +73,8 @@ void ProgressBar::finish(uint64_t filesDone, uint64_t filesTotal, uint64_t bytes
     std::fprintf(out_, "\r%s\033[K\n",
                  text(filesDone, filesTotal, bytesDone, bytesTotal, seconds, true).c_str());
   } else {
-    std::fprintf(out_, "%s\n", text(filesDone, filesTotal, bytesDone, bytesTotal, seconds, false).c_str());
+    std::fprintf(out_, "%s\n",
+                 text(filesDone, filesTotal, bytesDone, bytesTotal, seconds, false).c_str());
   }
   std::fflush(out_);
 }

@@ -24,8 +24,8 @@ class ProgressBar {
   static std::string clock(double seconds);
 
  private:
-  std::string text(uint64_t filesDone, uint64_t filesTotal, uint64_t bytesDone,
-                   uint64_t bytesTotal, double seconds, bool bar) const;
+  std::string text(uint64_t filesDone, uint64_t filesTotal, uint64_t bytesDone, uint64_t bytesTotal,
+                   double seconds, bool bar) const;
 
   std::FILE* out_;
   bool tty_;

@@ -81,9 +81,10 @@ json StatsWatch::rates(const json& prev, const json& cur) {
     double stalls = 0;
     for (const json& q : prev["prefetch"]["streams"]) {
       if (q.value("rank", -1) == ps[i].value("rank", -2) && dt > 0) {
-        stalls = static_cast<double>(ps[i].value("stalls", uint64_t{0}) -
-                                     std::min(ps[i].value("stalls", uint64_t{0}),
-                                              q.value("stalls", uint64_t{0}))) / dt;
+        stalls = static_cast<double>(
+                     ps[i].value("stalls", uint64_t{0}) -
+                     std::min(ps[i].value("stalls", uint64_t{0}), q.value("stalls", uint64_t{0}))) /
+                 dt;
       }
     }
     streams.push_back({{"rank", ps[i].value("rank", 0)}, {"stalls_per_s", stalls}});
@@ -98,7 +99,8 @@ std::string StatsWatch::render(const std::string& mountpoint, double every, cons
   char buf[320];
   o << "epochfs " << mountpoint << "  every " << every << " s  up "
     << ProgressBar::clock(s.value("uptime_s", 0.0)) << "  (Ctrl-C stops)\n";
-  std::snprintf(buf, sizeof buf, "reads    %8.0f req/s %11s/s   (page-cache hits never reach the daemon)\n",
+  std::snprintf(buf, sizeof buf,
+                "reads    %8.0f req/s %11s/s   (page-cache hits never reach the daemon)\n",
                 r.value("read_requests_per_s", 0.0),
                 humanBytes(static_cast<uint64_t>(r.value("read_bytes_per_s", 0.0))).c_str());
   o << buf;
@@ -106,8 +108,7 @@ std::string StatsWatch::render(const std::string& mountpoint, double every, cons
                        r.value("peer_bytes_per_s", 0.0) + r.value("source_bytes_per_s", 0.0);
   auto share = [&](const char* k) { return pct(total > 0 ? r.value(k, 0.0) / total : 0.0); };
   o << "from     ram " << share("ram_bytes_per_s") << "  disk " << share("disk_bytes_per_s")
-    << "  peer " << share("peer_bytes_per_s") << "  source " << share("source_bytes_per_s")
-    << "\n";
+    << "  peer " << share("peer_bytes_per_s") << "  source " << share("source_bytes_per_s") << "\n";
   const uint64_t readBytes = at(s, {"read_bytes"});
   const uint64_t fromSource = at(s, {"tiers", "source", "bytes"});
   o << "hit      " << (r["hit_ratio"].is_number() ? pct(r["hit_ratio"].get<double>()) : "-")
@@ -134,14 +135,15 @@ std::string StatsWatch::render(const std::string& mountpoint, double every, cons
   if (!ps.is_array() || ps.empty()) o << "prefetch no order registered\n";
   for (size_t i = 0; ps.is_array() && i < ps.size(); ++i) {
     const json& st = ps[i];
-    std::snprintf(buf, sizeof buf,
-                  "prefetch rank %d epoch %lld: %llu/%llu, lead %llu files (%.1f s), %.1f stalls/s\n",
-                  st.value("rank", 0), static_cast<long long>(st.value("epoch", int64_t{0})),
-                  static_cast<unsigned long long>(st.value("position", uint64_t{0})),
-                  static_cast<unsigned long long>(st.value("length", uint64_t{0})),
-                  static_cast<unsigned long long>(st.value("lead_files", uint64_t{0})),
-                  st.value("lead_seconds", 0.0),
-                  i < r["streams"].size() ? r["streams"][i].value("stalls_per_s", 0.0) : 0.0);
+    std::snprintf(
+        buf, sizeof buf,
+        "prefetch rank %d epoch %lld: %llu/%llu, lead %llu files (%.1f s), %.1f stalls/s\n",
+        st.value("rank", 0), static_cast<long long>(st.value("epoch", int64_t{0})),
+        static_cast<unsigned long long>(st.value("position", uint64_t{0})),
+        static_cast<unsigned long long>(st.value("length", uint64_t{0})),
+        static_cast<unsigned long long>(st.value("lead_files", uint64_t{0})),
+        st.value("lead_seconds", 0.0),
+        i < r["streams"].size() ? r["streams"][i].value("stalls_per_s", 0.0) : 0.0);
     o << buf;
   }
   return o.str();

@@ -6,9 +6,8 @@
 // Each poll is a fresh connection (the daemon closes idle ones).
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace epochfs::ctl {
 
@@ -19,8 +18,8 @@ class StatsWatch {
 
   // Per-second rates between two stats replies (docs/ADMIN.md).
   static nlohmann::json rates(const nlohmann::json& prev, const nlohmann::json& cur);
-  static std::string render(const std::string& mountpoint, double every,
-                            const nlohmann::json& cur, const nlohmann::json& rates);
+  static std::string render(const std::string& mountpoint, double every, const nlohmann::json& cur,
+                            const nlohmann::json& rates);
 
  private:
   std::string mountpoint_, socket_;

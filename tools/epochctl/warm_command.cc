@@ -50,8 +50,9 @@ json runWarm(AdminClient& client, const PathList& paths, const WarmOptions& opti
 std::string formatWarm(const json& r) {
   std::ostringstream o;
   o << "warmed " << r.value("files", uint64_t{0}) << " files, "
-    << humanBytes(r.value("bytes", uint64_t{0})) << " in " << ProgressBar::clock(r.value("seconds", 0.0))
-    << " (" << humanBytes(static_cast<uint64_t>(r.value("bytes_per_s", 0.0))) << "/s)";
+    << humanBytes(r.value("bytes", uint64_t{0})) << " in "
+    << ProgressBar::clock(r.value("seconds", 0.0)) << " ("
+    << humanBytes(static_cast<uint64_t>(r.value("bytes_per_s", 0.0))) << "/s)";
   if (r.value("skipped", uint64_t{0}) > 0) {
     o << "; skipped " << r["skipped"].get<uint64_t>() << " you may not read";
   }

@@ -5,9 +5,8 @@
 // stops if epochctl is interrupted (its connection ends).
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "tools/epochctl/admin_client.h"
 #include "tools/epochctl/path_list.h"

@@ -186,8 +186,8 @@ struct Result {
 };
 
 // K threads fetch chunks (thread t: t, t+K, ... round the file) for `seconds`.
-Result measure(transport::Cluster& c, const cache::FileIdentity& id, const Options& o,
-               unsigned k, double seconds) {
+Result measure(transport::Cluster& c, const cache::FileIdentity& id, const Options& o, unsigned k,
+               double seconds) {
   std::atomic<uint64_t> fetches{0}, bytes{0}, errors{0};
   std::atomic<bool> stop{false};
   std::string firstError;
@@ -263,8 +263,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto cluster = std::move(started).value();
-  if (!waitLive(*cluster, std::chrono::seconds(20)) || cluster->owners(id.fileId) !=
-                                                           std::vector<uint32_t>{1}) {
+  if (!waitLive(*cluster, std::chrono::seconds(20)) ||
+      cluster->owners(id.fileId) != std::vector<uint32_t>{1}) {
     std::fprintf(stderr, "peer-bench: the owner did not come up (or does not own the file)\n");
     for (const auto& p : cluster->peers()) {
       std::fprintf(stderr, "  node %u %s: %s (live %d) %s\n", p.id, p.address.c_str(),
@@ -293,9 +293,8 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"inflight\":%u,\"fetches\":%llu,\"bytes\":%llu,\"errors\":%llu,\"seconds\":%.3f,"
         "\"mib_s\":%.1f,\"integrity\":\"%s\",\"tls\":\"%s\",\"chunk_size\":%zu}\n",
-        k, (unsigned long long)r.fetches, (unsigned long long)r.bytes,
-        (unsigned long long)r.errors, r.seconds, mib, o.mac ? "mac" : "checksum",
-        std::getenv("UCX_TLS"), o.chunkSize);
+        k, (unsigned long long)r.fetches, (unsigned long long)r.bytes, (unsigned long long)r.errors,
+        r.seconds, mib, o.mac ? "mac" : "checksum", std::getenv("UCX_TLS"), o.chunkSize);
     std::fflush(stdout);
     if (r.errors > 0) {
       std::fprintf(stderr, "peer-bench: %llu fetches failed, first: %s\n",

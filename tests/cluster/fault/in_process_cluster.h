@@ -14,8 +14,8 @@
 #include <cstdlib>
 #include <thread>
 
-#include "tests/loopback_port.h"
 #include "cache/chunk.h"
+#include "tests/loopback_port.h"
 #include "transport/cluster.h"
 
 namespace epochfs::transport::testing {
@@ -66,13 +66,13 @@ inline std::unique_ptr<Node> startNode(const std::vector<Member>& m, uint32_t se
   c.capacityBytes = 1 << 30;
   if (tune) tune(c);
   Node* raw = node.get();
-  auto r = Cluster::start(c, [raw](const cache::FileIdentity& id, uint32_t index)
-                                 -> cache::Result<cache::ChunkRef> {
-    if (!(id == identityOf(id.fileId, id.size))) return cache::Status::stale("another version");
-    raw->served.fetch_add(1);
-    return cache::makeChunk(cache::ChunkKey::make(1, id.fileId, index), id,
-                            bytesFor(id.fileId, index, id.size));
-  });
+  auto r = Cluster::start(
+      c, [raw](const cache::FileIdentity& id, uint32_t index) -> cache::Result<cache::ChunkRef> {
+        if (!(id == identityOf(id.fileId, id.size))) return cache::Status::stale("another version");
+        raw->served.fetch_add(1);
+        return cache::makeChunk(cache::ChunkKey::make(1, id.fileId, index), id,
+                                bytesFor(id.fileId, index, id.size));
+      });
   EXPECT_TRUE(r.isOk()) << r.status().toString();
   if (r.isOk()) node->cluster = std::move(r).value();
   return node;

@@ -8,9 +8,9 @@ namespace {
 
 struct DaemonFlipCase {
   const char* name;
-  const char* spec;       // EPOCHFS_FAULT_PEER_FLIP of node 2
-  bool checksumOnly;      // --peer-integrity checksum on every node
-  const char* caughtBy;   // the peers counter that must count the bad replies
+  const char* spec;      // EPOCHFS_FAULT_PEER_FLIP of node 2
+  bool checksumOnly;     // --peer-integrity checksum on every node
+  const char* caughtBy;  // the peers counter that must count the bad replies
   const char* notBy;
 };
 
@@ -60,9 +60,9 @@ TEST_P(PeerCorruptionTest, BadPayloadsAreCaughtReadElsewhereAndTheLiarTurnsSuspe
   const std::string label = "{mountpoint=\"" + mnts_[0] + "\"}";
   EXPECT_NE(metricsDuring.find("epochfs_peers_suspect" + label + " 1"), std::string::npos)
       << metricsDuring;
-  EXPECT_NE(metricsDuring.find("epochfs_peer_bad_payloads_total{mountpoint=\"" + mnts_[0] +
-                               "\",check=\"" + (std::string(c.caughtBy) == "mac_failures" ? "mac" : "checksum") +
-                               "\"}"),
+  EXPECT_NE(metricsDuring.find(
+                "epochfs_peer_bad_payloads_total{mountpoint=\"" + mnts_[0] + "\",check=\"" +
+                (std::string(c.caughtBy) == "mac_failures" ? "mac" : "checksum") + "\"}"),
             std::string::npos);
   EXPECT_GE(admin("status", mnts_[0])["members"].value(c.caughtBy, uint64_t{0}), bad);
 
@@ -76,10 +76,12 @@ TEST_P(PeerCorruptionTest, BadPayloadsAreCaughtReadElsewhereAndTheLiarTurnsSuspe
 
 INSTANTIATE_TEST_SUITE_P(
     Modes, PeerCorruptionTest,
-    ::testing::Values(
-        DaemonFlipCase{"MemoryFlipCaughtByChecksum", "memory", false, "checksum_failures", "mac_failures"},
-        DaemonFlipCase{"ForgedPayloadCaughtByMac", "forge", false, "mac_failures", "checksum_failures"},
-        DaemonFlipCase{"WireFlipChecksumOnly", "wire", true, "checksum_failures", "mac_failures"}),
+    ::testing::Values(DaemonFlipCase{"MemoryFlipCaughtByChecksum", "memory", false,
+                                     "checksum_failures", "mac_failures"},
+                      DaemonFlipCase{"ForgedPayloadCaughtByMac", "forge", false, "mac_failures",
+                                     "checksum_failures"},
+                      DaemonFlipCase{"WireFlipChecksumOnly", "wire", true, "checksum_failures",
+                                     "mac_failures"}),
     [](const ::testing::TestParamInfo<DaemonFlipCase>& i) { return std::string(i.param.name); });
 
 }  // namespace

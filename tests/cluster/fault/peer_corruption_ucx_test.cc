@@ -14,8 +14,8 @@ namespace {
 struct FlipCase {
   const char* name;
   PeerFault::Mode mode;
-  bool mac;           // --peer-integrity mac (else checksum)
-  bool caughtByMac;   // which check must catch it
+  bool mac;          // --peer-integrity mac (else checksum)
+  bool caughtByMac;  // which check must catch it
 };
 
 class CorruptReplica : public ::testing::TestWithParam<FlipCase> {};
@@ -123,7 +123,9 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(CorruptOwner, WithoutReplicaTheFetchFailsSoTheCacheReadsTheSource) {
   auto m = loopbackMembers(2);
   auto n0 = startNode(m, 0);
-  auto n1 = startNode(m, 1, [](ClusterConfig& c) { c.fault = PeerFault{PeerFault::Mode::kForge, 1}; });
+  auto n1 = startNode(m, 1, [](ClusterConfig& c) {
+    c.fault = PeerFault{PeerFault::Mode::kForge, 1};
+  });
   ASSERT_TRUE(waitFor([&] { return liveCount(*n0->cluster) == 2; }, 10s));
   uint64_t f = 1;
   while (!n0->cluster->ownedElsewhere(f)) ++f;

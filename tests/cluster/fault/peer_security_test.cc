@@ -51,9 +51,11 @@ bool handshake(RawPeer& peer, Session* s, uint32_t claimed = 1, uint32_t server 
   if (!c) return false;
   const auto ch = c->as<wire::Hello>();
   s->serverNonce = ch.nonce;
-  const auto want = transport::handshakeProof(kClusterSecret, 'S', s->clientNonce, ch.nonce, claimed, server);
+  const auto want =
+      transport::handshakeProof(kClusterSecret, 'S', s->clientNonce, ch.nonce, claimed, server);
   if (!transport::equalDigests(want.data(), ch.proof.data(), want.size())) return false;
-  s->proof.proof = transport::handshakeProof(kClusterSecret, 'C', s->clientNonce, ch.nonce, claimed, server);
+  s->proof.proof =
+      transport::handshakeProof(kClusterSecret, 'C', s->clientNonce, ch.nonce, claimed, server);
   if (!peer.send(wire::kProof, s->proof)) return false;
   auto w = peer.waitFor(wire::kWelcome, 5s);
   if (!w) return false;
@@ -127,8 +129,8 @@ class PeerSecurityTest : public ClusterMountTest {
 // with a secret under 16 bytes: the daemon exits non-zero before mounting,
 // naming the problem.
 TEST_F(PeerSecurityTest, NoUsableSecretMeansNoClusterDaemon) {
-  const std::string peers = "127.0.0.1:" + std::to_string(freeLoopbackPort()) + ",127.0.0.1:" +
-                            std::to_string(freeLoopbackPort());
+  const std::string peers = "127.0.0.1:" + std::to_string(freeLoopbackPort()) +
+                            ",127.0.0.1:" + std::to_string(freeLoopbackPort());
   const std::string mnt = root_ + "/mnt-nosecret";
   mkdirs(mnt);
   const std::string loose = root_ + "/loose-secret", shortSecret = root_ + "/short-secret";
@@ -138,9 +140,10 @@ TEST_F(PeerSecurityTest, NoUsableSecretMeansNoClusterDaemon) {
     std::vector<std::string> args;
     const char* says;
   };
-  const Case cases[] = {{{"--peers", peers, "--node-id", "0"}, "--secret-file"},
-                        {{"--peers", peers, "--node-id", "0", "--secret-file", loose}, "chmod 600"},
-                        {{"--peers", peers, "--node-id", "0", "--secret-file", shortSecret}, "16 bytes"}};
+  const Case cases[] = {
+      {{"--peers", peers, "--node-id", "0"}, "--secret-file"},
+      {{"--peers", peers, "--node-id", "0", "--secret-file", loose}, "chmod 600"},
+      {{"--peers", peers, "--node-id", "0", "--secret-file", shortSecret}, "16 bytes"}};
   for (const auto& c : cases) {
     ProcResult r = mountAt(src_, mnt, c.args, 30);
     EXPECT_NE(r.exitCode, 0) << r.describe();

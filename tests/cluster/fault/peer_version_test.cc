@@ -33,16 +33,19 @@ TEST_F(PeerVersionTest, AnotherVersionOrAnUnknownFileIsRefusedAndReadFromTheSour
   for (const auto& [rel, h] : hashes_) {
     if (k++ % 4 != 0) continue;  // every 4th file: another version in node 0's view
     ASSERT_EQ(unlink((view + "/" + rel).c_str()), 0);
-    writeFile(view + "/" + rel, randomBytes(50000 + static_cast<size_t>(k), 777 + static_cast<uint64_t>(k)));
+    writeFile(view + "/" + rel,
+              randomBytes(50000 + static_cast<size_t>(k), 777 + static_cast<uint64_t>(k)));
     replaced.insert(rel);
   }
   for (int i = 0; i < 8; ++i) {
-    const std::string rel = "class" + std::to_string(i % 4) + "/only-on-node0-" + std::to_string(i) + ".bin";
+    const std::string rel =
+        "class" + std::to_string(i % 4) + "/only-on-node0-" + std::to_string(i) + ".bin";
     writeFile(view + "/" + rel, randomBytes(30000, 900 + static_cast<uint64_t>(i)));
     added.insert(rel);
   }
   std::map<std::string, uint64_t> viewHashes;
-  for (const auto& rel : regularFiles(view)) viewHashes[rel] = xxh3(readFile(view + "/" + rel).data);
+  for (const auto& rel : regularFiles(view))
+    viewHashes[rel] = xxh3(readFile(view + "/" + rel).data);
   nodeSource_[0] = view;
   ASSERT_TRUE(startCluster(3, 64 << 20));
 
@@ -72,7 +75,8 @@ TEST_F(PeerVersionTest, AnotherVersionOrAnUnknownFileIsRefusedAndReadFromTheSour
   EXPECT_EQ(fetchRefused, wantRefusedForNode0) << p0.dump();
   uint64_t servedRefused = 0;
   for (int n : {1, 2}) {
-    servedRefused += admin("peers", mnts_[static_cast<size_t>(n)])["peers"][0].value("serve_refused", uint64_t{0});
+    servedRefused += admin("peers", mnts_[static_cast<size_t>(n)])["peers"][0].value(
+        "serve_refused", uint64_t{0});
   }
   EXPECT_EQ(servedRefused, wantRefusedForNode0);
   EXPECT_EQ(p0["peers"][1].value("serve_refused", uint64_t{0}), wantRefusedByNode0) << p0.dump();

@@ -14,7 +14,8 @@ using Clock = std::chrono::steady_clock;
 
 RawPeer::RawPeer() {
   ucp_config_t* conf = nullptr;
-  if (ucp_config_read(nullptr, nullptr, &conf) != UCS_OK) throw std::runtime_error("ucp_config_read");
+  if (ucp_config_read(nullptr, nullptr, &conf) != UCS_OK)
+    throw std::runtime_error("ucp_config_read");
   ucp_params_t p{};
   p.field_mask = UCP_PARAM_FIELD_FEATURES;
   p.features = UCP_FEATURE_AM;
@@ -34,7 +35,8 @@ RawPeer::RawPeer() {
     hp.id = id;
     hp.cb = &RawPeer::onAm;
     hp.arg = &handlerArgs_.back();
-    if (ucp_worker_set_am_recv_handler(worker_, &hp) != UCS_OK) throw std::runtime_error("am handler");
+    if (ucp_worker_set_am_recv_handler(worker_, &hp) != UCS_OK)
+      throw std::runtime_error("am handler");
   }
 }
 
@@ -54,7 +56,8 @@ void RawPeer::closeEp() {
   rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
   void* r = ucp_ep_close_nbx(ep_, &rp);
   const auto until = Clock::now() + std::chrono::seconds(2);
-  while (UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) {
+  while (UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) == UCS_INPROGRESS &&
+         Clock::now() < until) {
     ucp_worker_progress(worker_);
   }
   if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
@@ -110,7 +113,8 @@ ucs_status_t RawPeer::onAm(void* arg, const void* header, size_t headerLen, void
   RawPeer* self = a->self;
   Message m;
   m.id = a->id;
-  m.header.assign(static_cast<const uint8_t*>(header), static_cast<const uint8_t*>(header) + headerLen);
+  m.header.assign(static_cast<const uint8_t*>(header),
+                  static_cast<const uint8_t*>(header) + headerLen);
   if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
     auto r = std::make_unique<Rndv>();
     r->msg = std::move(m);
@@ -138,7 +142,9 @@ ucs_status_t RawPeer::onAm(void* arg, const void* header, size_t headerLen, void
   return UCS_OK;
 }
 
-void RawPeer::onError(void* arg, ucp_ep_h, ucs_status_t) { static_cast<RawPeer*>(arg)->closed_ = true; }
+void RawPeer::onError(void* arg, ucp_ep_h, ucs_status_t) {
+  static_cast<RawPeer*>(arg)->closed_ = true;
+}
 
 void RawPeer::pump(std::chrono::milliseconds d) {
   const auto until = Clock::now() + d;

@@ -4,8 +4,8 @@
 // directory removed at run time, and records with an empty checksum or length.
 // Each test works in its own mkdtemp directory.
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -36,14 +36,18 @@ constexpr uint64_t kHeader = SegmentFile::kHeaderBytes;
 constexpr size_t kBytes = 1000;
 constexpr uint64_t kRecord = kHeader + kBytes;
 
-FileIdentity identityFor(uint64_t fileId) { return FileIdentity{fileId, kBytes, 100, 101, 9000 + fileId}; }
+FileIdentity identityFor(uint64_t fileId) {
+  return FileIdentity{fileId, kBytes, 100, 101, 9000 + fileId};
+}
 ChunkKey keyOf(uint64_t fileId) { return ChunkKey::make(kDataset, fileId, 0); }
 std::vector<char> dataFor(uint64_t fileId) {
   std::vector<char> d(kBytes);
   for (size_t i = 0; i < d.size(); ++i) d[i] = static_cast<char>((fileId * 37 + i * 11) & 0xff);
   return d;
 }
-ChunkRef chunkOf(uint64_t fileId) { return makeChunk(keyOf(fileId), identityFor(fileId), dataFor(fileId)); }
+ChunkRef chunkOf(uint64_t fileId) {
+  return makeChunk(keyOf(fileId), identityFor(fileId), dataFor(fileId));
+}
 bool hits(DiskTier& t, uint64_t fileId) {
   ChunkRef c = t.lookup(keyOf(fileId), identityFor(fileId));
   return c != nullptr && c->data == dataFor(fileId) && c->verify();
@@ -196,8 +200,7 @@ TEST_F(DiskHealthTest, RemovedDirectoryIsRecreatedAndReused) {
   DiskTierOptions second;
   second.dir = dir_;
   second.capacityBytes = 1 << 20;
-  EXPECT_EQ(DiskTier::open(second).status().code(),
-            Status::Code::kUnavailable)
+  EXPECT_EQ(DiskTier::open(second).status().code(), Status::Code::kUnavailable)
       << "the recreated directory is not locked";
 }
 
@@ -299,7 +302,8 @@ TEST_F(DiskHealthTest, ChunkCacheRefusesADiskChunkOfTheWrongLength) {
   RamTier ram(1 << 20);
   ChunkCache cache(ChunkCache::Options{kDataset, 1 << 20}, **source, ram, tier.get());
   const ChunkKey key = cache.keyFor(id.fileId, 0);
-  ASSERT_TRUE(tier->insert(makeChunk(key, id, std::vector<char>(bytes.begin(), bytes.begin() + 10))));
+  ASSERT_TRUE(
+      tier->insert(makeChunk(key, id, std::vector<char>(bytes.begin(), bytes.begin() + 10))));
   ChunkCache::Tier from;
   auto got = cache.get("f", id, 0, &from);
   ASSERT_TRUE(got.isOk()) << got.status().toString();

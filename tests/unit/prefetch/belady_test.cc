@@ -279,7 +279,9 @@ using testing::LatencySource;
 // Source + RAM tier of `capacityBytes` + chunk cache + prefetcher (the tier's advisor).
 struct Rig {
   Rig(const PrefetchOptions& po, uint64_t capacityBytes, std::chrono::microseconds latency)
-      : source(latency), ram(capacityBytes), cache(testing::cacheOptions(kDataset), source, ram, nullptr) {
+      : source(latency),
+        ram(capacityBytes),
+        cache(testing::cacheOptions(kDataset), source, ram, nullptr) {
     spdlog::set_level(spdlog::level::warn);
     prefetcher = std::make_unique<Prefetcher>(po, cache);
     ram.setAdvisor(prefetcher.get());

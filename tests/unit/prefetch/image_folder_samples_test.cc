@@ -26,9 +26,7 @@ using testing::kPython;
 using testing::runPython;
 
 bool haveTorchvision() {
-  static const bool have = [] {
-    return testing::pythonCanImport("torchvision");
-  }();
+  static const bool have = [] { return testing::pythonCanImport("torchvision"); }();
   return have;
 }
 

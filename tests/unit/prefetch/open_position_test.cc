@@ -32,7 +32,6 @@ using Tier = ChunkCache::Tier;
 using testing::kChunkSize;
 using testing::waitFor;
 
-
 // Records what it is asked to push and answers `outcome`; with a gate, each
 // push waits until open() (to land a push after an open).
 class RecordingPusher : public PagePusher {
@@ -46,21 +45,38 @@ class RecordingPusher : public PagePusher {
       waiting_--;
       uint64_t bytes = 0;
       for (const auto& c : chunks) bytes += c->size();
-      if (bytes == id.size) pushed_.insert(id.fileId);
-      else badSizes_++;
+      if (bytes == id.size)
+        pushed_.insert(id.fileId);
+      else
+        badSizes_++;
     }
     return outcome.load();
   }
-  void gate() { std::lock_guard<std::mutex> l(mu_); gated_ = true; }
+  void gate() {
+    std::lock_guard<std::mutex> l(mu_);
+    gated_ = true;
+  }
   void open() {
     std::lock_guard<std::mutex> l(mu_);
     gated_ = false;
     cv_.notify_all();
   }
-  size_t waiting() { std::lock_guard<std::mutex> l(mu_); return waiting_; }
-  size_t pushedCount() { std::lock_guard<std::mutex> l(mu_); return pushed_.size(); }
-  bool pushed(uint64_t fileId) { std::lock_guard<std::mutex> l(mu_); return pushed_.count(fileId) > 0; }
-  int badSizes() { std::lock_guard<std::mutex> l(mu_); return badSizes_; }
+  size_t waiting() {
+    std::lock_guard<std::mutex> l(mu_);
+    return waiting_;
+  }
+  size_t pushedCount() {
+    std::lock_guard<std::mutex> l(mu_);
+    return pushed_.size();
+  }
+  bool pushed(uint64_t fileId) {
+    std::lock_guard<std::mutex> l(mu_);
+    return pushed_.count(fileId) > 0;
+  }
+  int badSizes() {
+    std::lock_guard<std::mutex> l(mu_);
+    return badSizes_;
+  }
 
   std::atomic<Outcome> outcome{Outcome::kPushed};
 

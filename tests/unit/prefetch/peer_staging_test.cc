@@ -34,7 +34,6 @@ using Tier = ChunkCache::Tier;
 using testing::kChunkSize;
 using testing::waitFor;
 
-
 cache::ChunkRef chunkOf(uint64_t fileId, uint32_t index, size_t size, uint64_t inode = 1) {
   cache::FileIdentity id;
   id.fileId = fileId;

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "prefetch/torch_permutation.h"
-
 #include "tests/unit/prefetch/python_runner.h"
 
 namespace epochfs::prefetch {
@@ -21,9 +20,7 @@ using testing::kPython;
 using testing::runPython;
 
 bool haveTorch() {
-  static const bool have = [] {
-    return testing::pythonCanImport("torch");
-  }();
+  static const bool have = [] { return testing::pythonCanImport("torch"); }();
   return have;
 }
 

@@ -62,8 +62,8 @@ ClusterConfig config(unsigned threads, unsigned queue) {
 // NotFound and no data; both are counted for the asking node.
 TEST(ChunkServer, ServesSignedChunksAndRefusesUnknownFiles) {
   const ClusterConfig cfg = config(2, 16);
-  auto chunk = cache::makeChunk(cache::ChunkKey::make(1, 42, 0), identity(),
-                                std::vector<char>(1000, 'c'));
+  auto chunk =
+      cache::makeChunk(cache::ChunkKey::make(1, 42, 0), identity(), std::vector<char>(1000, 'c'));
   std::atomic<uint64_t> counter{1};
   ChunkServer::Stats self, asker;
   Replies replies;

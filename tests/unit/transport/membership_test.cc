@@ -18,8 +18,10 @@ std::vector<std::string> expand(const std::string& s) {
 TEST(SlurmNodelist, ExpandsLikeScontrol) {
   EXPECT_EQ(expand("node1"), (std::vector<std::string>{"node1"}));
   EXPECT_EQ(expand("n[1-3,5]"), (std::vector<std::string>{"n1", "n2", "n3", "n5"}));
-  EXPECT_EQ(expand("gpu[08-10],login"), (std::vector<std::string>{"gpu08", "gpu09", "gpu10", "login"}));
-  EXPECT_EQ(expand("r[1-2]-n[1-2]"), (std::vector<std::string>{"r1-n1", "r1-n2", "r2-n1", "r2-n2"}));
+  EXPECT_EQ(expand("gpu[08-10],login"),
+            (std::vector<std::string>{"gpu08", "gpu09", "gpu10", "login"}));
+  EXPECT_EQ(expand("r[1-2]-n[1-2]"),
+            (std::vector<std::string>{"r1-n1", "r1-n2", "r2-n1", "r2-n2"}));
   EXPECT_EQ(expand("a[7],b,c[001-002]"), (std::vector<std::string>{"a7", "b", "c001", "c002"}));
   EXPECT_FALSE(expandSlurmNodelist("n[1-").isOk());
   EXPECT_FALSE(expandSlurmNodelist("n[3-1]").isOk());
@@ -27,7 +29,8 @@ TEST(SlurmNodelist, ExpandsLikeScontrol) {
 }
 
 TEST(Hostfile, LinesAreNodeIds) {
-  auto r = parseHostfileText("# job 42\nhostA\n\nhostB:9000  # gpu\n10.0.0.3:7000 slots=8\n[::1]:5\n", 7711);
+  auto r = parseHostfileText(
+      "# job 42\nhostA\n\nhostB:9000  # gpu\n10.0.0.3:7000 slots=8\n[::1]:5\n", 7711);
   ASSERT_TRUE(r.isOk());
   ASSERT_EQ(r->size(), 4u);
   EXPECT_EQ((*r)[0].address(), "hostA:7711");

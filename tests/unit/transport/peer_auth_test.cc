@@ -63,10 +63,11 @@ TEST(PeerAuth, PayloadMacDetectsAnyChange) {
 
   // The MAC's cost, printed for docs/CLUSTER.md.
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 200; ++i) t = mac.sign(2, static_cast<uint64_t>(i), hdr, sizeof hdr, data.data(), data.size());
+  for (int i = 0; i < 200; ++i)
+    t = mac.sign(2, static_cast<uint64_t>(i), hdr, sizeof hdr, data.data(), data.size());
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("Payload MAC (ChaCha20-Poly1305) over 1 MiB: %.1f us per chunk, %.2f GB/s\n", s / 200 * 1e6,
-              200.0 * data.size() / s / 1e9);
+  std::printf("Payload MAC (ChaCha20-Poly1305) over 1 MiB: %.1f us per chunk, %.2f GB/s\n",
+              s / 200 * 1e6, 200.0 * data.size() / s / 1e9);
 }
 
 // Pass: the piece callback sees every byte of the data once, in order, in
@@ -81,12 +82,11 @@ TEST(PeerAuth, PayloadMacPiecesCoverTheDataAndKeepTheTag) {
     for (size_t i = 0; i < len; ++i) data[i] = static_cast<char>(i * 131 + 7);
     std::vector<char> seen;
     bool tooBig = false;
-    const Tag withPieces = mac.sign(1, 9, hdr, sizeof hdr, data.data(), len,
-                                    [&](const void* p, size_t n) {
-                                      tooBig |= n > PayloadMac::kPieceBytes;
-                                      seen.insert(seen.end(), static_cast<const char*>(p),
-                                                  static_cast<const char*>(p) + n);
-                                    });
+    const Tag withPieces =
+        mac.sign(1, 9, hdr, sizeof hdr, data.data(), len, [&](const void* p, size_t n) {
+          tooBig |= n > PayloadMac::kPieceBytes;
+          seen.insert(seen.end(), static_cast<const char*>(p), static_cast<const char*>(p) + n);
+        });
     EXPECT_EQ(withPieces, mac.sign(1, 9, hdr, sizeof hdr, data.data(), len)) << len;
     EXPECT_EQ(seen, data) << len;
     EXPECT_FALSE(tooBig) << len;

@@ -1,7 +1,7 @@
 // The TEST-ONLY peer fault hook's spec parser (EPOCHFS_FAULT_PEER_FLIP).
-#include <gtest/gtest.h>
-
 #include "transport/peer_fault.h"
+
+#include <gtest/gtest.h>
 
 namespace epochfs::transport {
 namespace {

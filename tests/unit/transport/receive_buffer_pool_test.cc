@@ -81,8 +81,8 @@ TEST(ReceiveBufferPool, AdoptedChunkReturnsItsBuffer) {
   auto c2 = std::make_unique<cache::Chunk>();
   c2->data = pool->acquire(kMiB);
   cache::ChunkRef orphan = pool->adopt(std::move(c2));
-  pool.reset();     // the pool goes first
-  orphan.reset();   // frees normally (ASan/LSan would flag a leak or a use after free)
+  pool.reset();    // the pool goes first
+  orphan.reset();  // frees normally (ASan/LSan would flag a leak or a use after free)
 }
 
 }  // namespace

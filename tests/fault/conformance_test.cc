@@ -1,4 +1,4 @@
-// Issue 7 case 1: differential conformance. A tree with the awkward parts of
+// RELIABILITY.md case 1: differential conformance. A tree with the awkward parts of
 // real datasets (a 10,000-entry directory, names that are not valid UTF-8,
 // spaces, newlines, leading dashes, 255-byte names, every file size around
 // the chunk boundaries, symlinks, a fifo, nanosecond times) is walked through

@@ -1,4 +1,4 @@
-// Fault-injection tests of the disk tier (issue 7, cases 3, 6, 7 (part), 9
+// Fault-injection tests of the disk tier (RELIABILITY.md cases 3, 6, 7 (part), 9
 // (part) and 10), label `fault`. Each test states its pass criterion. They
 // mount the real daemon through tests/integration/mount_fixture.h and always
 // unmount (a tmpfs they mount is detached in TearDown too).

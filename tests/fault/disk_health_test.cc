@@ -1,4 +1,4 @@
-// Fault-injection tests of a failing disk tier (issue 7, case 7b), label
+// Fault-injection tests of a failing disk tier (RELIABILITY.md case 7b), label
 // `fault`. The real daemon is mounted with the test-only environment variable
 // EPOCHFS_TEST_DISK_FAULTS naming a control file (cache/disk_faults.h); the
 // test writes `read=eio`, `write=enospc` or `stall_ms=3000` into it while the

@@ -1,4 +1,4 @@
-// Issue 7 case 2: fio verify through the mount. fio writes files with
+// RELIABILITY.md case 2: fio verify through the mount. fio writes files with
 // crc32c verify headers into the source (sequential, random-order and
 // odd-block-size writes, block sizes that straddle 1 MiB chunks), then
 // `fio --readonly --verify_only` reads every block back through the mount
@@ -50,7 +50,9 @@ const std::vector<FioFile> kFiles = {
 // everything back in order with the same block size and verify method.
 std::string jobFile(const std::string& dir, bool write) {
   std::ostringstream o;
-  o << "[global]\nioengine=psync\ndirectory=" << dir << "\nverify=crc32c\n";
+  // verify_state_save=0: fio would otherwise leave *-verify.state files in
+  // its working directory (the test's, not its temporary one).
+  o << "[global]\nioengine=psync\ndirectory=" << dir << "\nverify=crc32c\nverify_state_save=0\n";
   if (write) o << "do_verify=0\n";
   for (const auto& f : kFiles) {
     o << "[" << f.name << "]\nfilename=" << f.name << "\nsize=" << f.size << "\nbs=" << f.bs

@@ -1,4 +1,4 @@
-// Issue 7, case 11: the daemon's memory stays bounded inside a cgroup with a
+// RELIABILITY.md case 11: the daemon's memory stays bounded inside a cgroup with a
 // memory limit (docs/RELIABILITY.md). The daemon starts inside a fresh memory
 // cgroup (v1 memory.limit_in_bytes or v2 memory.max) with no --ram-cache or
 // --prefetch-memory, so its budgets derive from the limit; eight reader

@@ -1,4 +1,4 @@
-// Issue 7 case 15: "no way in" for other users of a shared node. With
+// RELIABILITY.md case 15: "no way in" for other users of a shared node. With
 // `-o allow_other` the kernel checks the source's modes for every user
 // (`default_permissions`, forced by epochfs), also for a file that is hot in
 // the page cache and the RAM tier; setuid bits and device nodes in the

@@ -1,4 +1,4 @@
-// Issue 7 case 5 (part): the source changes beneath another layer. The
+// RELIABILITY.md case 5 (part): the source changes beneath another layer. The
 // daemon's source is a bindfs mount of a private directory and every change is
 // made in the private directory, so the daemon cannot learn of it by inotify on
 // its source path (as on NFS or Lustre). Mounted with --revalidate 1.

@@ -1,4 +1,4 @@
-// Issue 7 case 9: a daemon killed under load (fusefs/supervisor.h), label
+// RELIABILITY.md case 9: a daemon killed under load (fusefs/supervisor.h), label
 // `fault`. Real mounts through tests/integration/mount_fixture.h; TearDown
 // unmounts everything under the test's temp dir. Each test states its pass
 // criterion above it.

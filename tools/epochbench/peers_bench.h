@@ -1,5 +1,5 @@
 // `epochbench peers`: epochfs side by side with what users mount instead, in
-// one invocation (issue 8 item 4). Filesystems over one source directory:
+// one invocation. Filesystems over one source directory:
 //   native   the source directory itself;
 //   bindfs   `bindfs -o ro SRC MNT` (a pass-through FUSE filesystem);
 //   rclone   `rclone mount SRC MNT --read-only --vfs-cache-mode full` (a caching

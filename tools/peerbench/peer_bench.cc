@@ -1,4 +1,4 @@
-// peer-bench: transport-level benchmark of the peer fetch path (issue #4).
+// peer-bench: transport-level benchmark of the peer fetch path.
 //
 // Two processes on loopback: the bench forks an owner, which starts a real
 // UcxCluster (node 1) holding --chunks chunks of one file warm in RAM (its

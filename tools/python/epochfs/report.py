@@ -7,7 +7,7 @@ Draws, from the JSON that ``train-bench matrix`` writes:
   bytes_by_tier.png   bytes by tier per epoch (stacked bars; first repeat): for epochfs the
                       daemon's own counters (source / RAM / disk tier / page cache = the rest),
                       for the other cases the source device's blkio counter and the rest
-and prints a table (median [min..max] over repeats) and the issue 8 done-when checks.
+and prints a table (median [min..max] over repeats) and the training targets (EVIDENCE.md).
 
 ``tools/train-bench report --peers PEERS.json --png DIR`` draws, from ``epochbench peers --json``:
   peers-matrix.png    files/s and MB/s against reader threads T per filesystem, cold and warm,
@@ -76,7 +76,7 @@ def tiers(res, run_, ep):
 
 
 def checks(res):
-    """The issue 8 done-when checks; list of (name, value text, PASS/FAIL)."""
+    """The training targets of EVIDENCE.md checked; list of (name, value text, PASS/FAIL)."""
     cases = by_case(res)
     out = []
     co = res.get("compute_only_epoch_s")

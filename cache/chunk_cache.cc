@@ -5,7 +5,7 @@
 
 namespace epochfs::cache {
 
-ChunkCache::ChunkCache(const Options& options, Source& source, ChunkStore& ram, ChunkStore* disk)
+ChunkCache::ChunkCache(const Options& options, Source& source, RamTier& ram, ChunkStore* disk)
     : options_(options), source_(source), ram_(ram), disk_(disk) {}
 
 void ChunkCache::countServed(Tier from, uint64_t bytes) {
@@ -35,7 +35,7 @@ Result<ChunkRef> ChunkCache::getForPeer(const std::string& relPath, const FileId
 
 Result<ChunkRef> ChunkCache::stage(const std::string& relPath, const FileIdentity& id,
                                    uint32_t index) {
-  return lookupOrFetch(relPath, id, index, nullptr, peers_ != nullptr, staging_ != nullptr);
+  return lookupOrFetch(relPath, id, index, nullptr, peers_ != nullptr, peers_ != nullptr);
 }
 
 Result<ChunkRef> ChunkCache::lookupOrFetch(const std::string& relPath, const FileIdentity& id,
@@ -44,11 +44,10 @@ Result<ChunkRef> ChunkCache::lookupOrFetch(const std::string& relPath, const Fil
   const ChunkKey key = keyFor(id.fileId, index);
   Tier dummy;
   Tier& tier = from != nullptr ? *from : dummy;
-  tier = Tier::kRam;
-  if (ChunkRef c = ram_.lookup(key, id)) return c;
-  if (staging_ != nullptr) {
-    tier = Tier::kStaging;
-    if (ChunkRef c = staging_->lookup(key, id)) return c;
+  bool staged = false;
+  if (ChunkRef c = ram_.find(key, id, &staged)) {
+    tier = staged ? Tier::kStaging : Tier::kRam;
+    return c;
   }
   if (disk_ != nullptr) {
     tier = Tier::kDisk;
@@ -91,12 +90,8 @@ Result<ChunkRef> ChunkCache::lookupOrFetch(const std::string& relPath, const Fil
 
   // A previous leader may have finished between our lookup and our
   // registration: look again before reading anything.
-  ChunkRef again = ram_.lookup(key, id);
-  if (again) {
-    tier = Tier::kRam;
-  } else if (staging_ != nullptr && (again = staging_->lookup(key, id))) {
-    tier = Tier::kStaging;
-  }
+  ChunkRef again = ram_.find(key, id, &staged);
+  if (again) tier = staged ? Tier::kStaging : Tier::kRam;
   Result<ChunkRef> result =
       again ? Result<ChunkRef>(again) : fetch(relPath, id, key, askPeers, toStaging, &tier);
   {
@@ -121,14 +116,14 @@ Result<ChunkRef> ChunkCache::fetch(const std::string& relPath, const FileIdentit
     if (r.isOk() && r.value()->identity == id && r.value()->key == key) {
       stats_.peerReads.add(r.value()->size());
       *from = Tier::kPeer;
-      if (toStaging) {  // peer prefetch: outside the RAM tier altogether
+      if (toStaging) {  // peer prefetch: held until its read is consumed
         stats_.stagedReads.add(r.value()->size());
-        staging_->insert(r.value());
+        ram_.stage(r.value());
         return r;
       }
-      // Another node's share: kept in RAM as the first to go, never on disk,
-      // so it does not displace this node's own share.
-      if (ram_.insert(r.value())) ram_.demote(key);
+      // Another node's share: a guest of the RAM tier (room the own share
+      // leaves), never on disk.
+      ram_.insert(r.value());
       return r;
     }
     stats_.peerErrors.fetch_add(1, std::memory_order_relaxed);
@@ -167,7 +162,9 @@ Result<ChunkRef> ChunkCache::fetchFromSource(const std::string& relPath, const F
   stats_.sourceReads.add(want);
   ChunkRef chunk = makeChunk(key, id, std::move(data).value());
   ram_.insert(chunk);
-  if (disk_ != nullptr) disk_->insert(chunk);
+  // Write-through of this node's own share only: a file another node owns
+  // (read here because its owner failed) stays a guest, in RAM.
+  if (disk_ != nullptr && !ownedElsewhere(id.fileId)) disk_->insert(chunk);
   return chunk;
 }
 

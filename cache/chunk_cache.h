@@ -3,7 +3,9 @@
 // source; a chunk read from the source gets its checksum and is admitted to
 // both tiers (the disk tier write-through, so a RAM eviction loses nothing).
 // Concurrent misses on one chunk are fetched once: followers wait for the
-// leader's result. Thread-safe.
+// leader's result. In a cluster, chunks of files other nodes own come from
+// their owner and enter the RAM tier as guests (ram_tier.h), never the disk
+// tier. Thread-safe.
 #pragma once
 
 #include <condition_variable>
@@ -17,7 +19,7 @@
 #include "cache/chunk.h"
 #include "cache/chunk_store.h"
 #include "cache/peer_source.h"
-#include "cache/peer_staging.h"
+#include "cache/ram_tier.h"
 #include "cache/source.h"
 
 namespace epochfs::cache {
@@ -30,29 +32,26 @@ class ChunkCache {
   };
 
   // `ram` is required; `disk` may be null (no disk tier). Not owned.
-  ChunkCache(const Options& options, Source& source, ChunkStore& ram, ChunkStore* disk);
+  ChunkCache(const Options& options, Source& source, RamTier& ram, ChunkStore* disk);
 
   // Joins a cluster: misses of files other nodes own are asked of them first.
   // Set once before reads start; `peers` must outlive this cache.
   void setPeers(PeerSource* peers) { peers_ = peers; }
-  // Peer prefetch (cache/peer_staging.h): a bounded store, looked up after the
-  // RAM tier, that stage() fills. Set once before reads start; not owned.
-  void setStaging(PeerStaging* staging) { staging_ = staging; }
-  PeerStaging* staging() { return staging_; }
   // True when a peer owns the file (a miss would go to the network).
   bool ownedElsewhere(uint64_t fileId) const {
     return peers_ != nullptr && peers_->ownedElsewhere(fileId);
   }
 
-  // As get(), for the prefetcher: a chunk fetched from its owner peer lands in
-  // the staging area instead of the RAM tier. Coalesces with demand reads.
+  // As get(), for the prefetcher: a chunk fetched from its owner peer enters
+  // the RAM tier as a staged guest (RamTier::stage). Coalesces with demand reads.
   Result<ChunkRef> stage(const std::string& relPath, const FileIdentity& id, uint32_t index);
 
   // As get(), for a request that came from a peer: never asks peers again
   // (this node is the owner, or the asker falls back to its own source).
   Result<ChunkRef> getForPeer(const std::string& relPath, const FileIdentity& id, uint32_t index);
 
-  // Ordered from cheapest to dearest (a read's worst piece decides).
+  // Ordered from cheapest to dearest (a read's worst piece decides). kStaging:
+  // a staged guest of the RAM tier (peer prefetch got there first).
   enum class Tier { kRam, kStaging, kDisk, kPeer, kSource };
 
   // Chunk `index` of the file `relPath` at version `id`. Never returns bytes
@@ -83,7 +82,8 @@ class ChunkCache {
     std::lock_guard<std::mutex> lock(inflightMu_);
     return inflight_.size();
   }
-  ChunkStore& ram() { return ram_; }
+  RamTier& ram() { return ram_; }
+  bool clustered() const { return peers_ != nullptr; }
   ChunkStore* disk() { return disk_; }
 
  private:
@@ -106,10 +106,9 @@ class ChunkCache {
 
   Options options_;
   Source& source_;
-  ChunkStore& ram_;
+  RamTier& ram_;
   ChunkStore* disk_;
   PeerSource* peers_ = nullptr;
-  PeerStaging* staging_ = nullptr;
   CacheStats stats_;
   mutable std::mutex inflightMu_;  // guards inflight_ only; never held during I/O
   std::unordered_map<uint64_t, std::shared_ptr<InFlight>> inflight_;

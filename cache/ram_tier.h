@@ -1,30 +1,48 @@
 // RamTier: the in-memory chunk tier. Owns references to the chunks it holds
-// (ChunkRef), bounded by a byte capacity (the chunks' data bytes), and evicts
-// least-recently-used chunks when full. With a live EvictionAdvisor (an
-// access plan is registered) it evicts by farthest next use instead: among the
-// kVictimScan entries at the cold end of the list (where demote() puts
-// consumed chunks) the one needed last goes, and a chunk needed later than
-// that victim is not admitted at all (Belady's rule with admission control).
+// (ChunkRef), bounded by byte budgets on the chunks' data bytes.
 //
-// Sharded by key hash: each shard has its own mutex, hash map and LRU list and
-// an equal slice of the capacity (as LevelDB's ShardedLRUCache), so FUSE
-// workers rarely contend. Small caches use fewer shards, so that every shard
-// holds at least kMinShardBytes and a 1 MiB chunk always fits when the
-// capacity is at least 1 MiB (a single shard below 2 * kMinShardBytes).
+// Two classes of chunk (docs/CLUSTER.md "Capacity"):
+// - owned: this node is among the file's live owners (every chunk outside a
+//   cluster). At most `capacityBytes`. An owned chunk is evicted only to make
+//   room for another owned chunk, i.e. only when the node's share exceeds the
+//   tier; then by least recent use or, with a live EvictionAdvisor (an access
+//   plan is registered), by farthest next use: among the kVictimScan coldest
+//   owned entries the one needed last goes, and a chunk needed later than that
+//   victim is not admitted at all (Belady's rule with admission control).
+// - guests: copies of chunks other nodes own. They live only in the room the
+//   owned chunks leave free plus `guestExtraBytes` (the prefetch memory), go
+//   first whenever an owned chunk needs room, are kept in their own LRU list (a
+//   hit moves a guest to the front of the guests, never above an owned chunk)
+//   and never go to disk (ChunkCache writes only source reads through). A
+//   guest fetched ahead of its read by peer prefetch is *staged*: it is not
+//   evicted for other guests until its read was consumed or it is stale
+//   (`staleAfter` unread: its reader left the plan); a full budget of fresh
+//   staged guests refuses the next one.
+// Which class a chunk belongs to is asked of an OwnershipView at insert; after
+// a membership change reclassify() moves every chunk to its new class in place
+// (no re-read).
+//
+// Sharded by key hash: each shard has its own mutex, hash map and lists and an
+// equal slice of both budgets (as LevelDB's ShardedLRUCache), so FUSE workers
+// rarely contend. Small caches use fewer shards, so that every shard holds at
+// least kMinShardBytes and a 1 MiB chunk always fits when the capacity is at
+// least 1 MiB (a single shard below 2 * kMinShardBytes).
 //
 // Thread-safety: every method may be called from any thread concurrently. A
-// lookup hit takes one shard lock, moves the entry to the front of the LRU
-// list in place and copies a shared_ptr: it does not allocate. Chunks are
-// immutable and were checksummed when built; a hit does not re-hash them.
+// lookup hit takes one shard lock, moves the entry to the front of its list in
+// place and copies a shared_ptr: it does not allocate. Chunks are immutable and
+// were checksummed when built; a hit does not re-hash them.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
 #include "cache/chunk_store.h"
 #include "cache/eviction_advisor.h"
+#include "cache/ownership_view.h"
 
 namespace epochfs::cache {
 
@@ -32,22 +50,60 @@ class RamTier : public ChunkStore {
  public:
   static constexpr size_t kMaxShards = 16;
   static constexpr uint64_t kMinShardBytes = 32ull << 20;
+  static constexpr int kVictimScan = 64;
 
-  explicit RamTier(uint64_t capacityBytes);
+  // What one class holds, and what it lost to make room.
+  struct ClassUsage {
+    uint64_t bytes = 0;
+    uint64_t chunks = 0;
+    uint64_t evictions = 0;  // dropped to make room, since start
+  };
+  // The staged guests (peer prefetch), a subset of the guests.
+  struct StagedUsage {
+    uint64_t bytes = 0;
+    uint64_t chunks = 0;
+    uint64_t admitted = 0;       // staged since start
+    uint64_t refused = 0;        // refused: the budget was full of fresh staged guests
+    uint64_t droppedUnread = 0;  // stale staged guests dropped for room
+  };
+
+  explicit RamTier(uint64_t capacityBytes, uint64_t guestExtraBytes = 0,
+                   std::chrono::milliseconds staleAfter = std::chrono::seconds(10));
   ~RamTier() override;
   RamTier(const RamTier&) = delete;
   RamTier& operator=(const RamTier&) = delete;
 
-  ChunkRef lookup(const ChunkKey& key, const FileIdentity& id) override;
-  // Replaces an entry with the same key. Refuses (false) a null chunk or one
-  // larger than maxChunkBytes().
+  ChunkRef lookup(const ChunkKey& key, const FileIdentity& id) override {
+    return find(key, id, nullptr);
+  }
+  // As lookup(); `staged` (if set) tells whether the hit was a staged guest.
+  // Virtual so that tests can hold a reader between a miss and its fetch.
+  virtual ChunkRef find(const ChunkKey& key, const FileIdentity& id, bool* staged);
+  // Admits a chunk in its class (OwnershipView); replaces an entry with the
+  // same key. Refuses (false) a null chunk, one larger than maxChunkBytes(),
+  // a guest that does not fit beside the owned chunks, and an owned chunk that
+  // the advisor says is needed later than everything it could evict.
   bool insert(const ChunkRef& chunk) override;
+  // Admits a guest fetched ahead of its read (peer prefetch) as staged.
+  bool stage(const ChunkRef& chunk);
+  // Bytes stage() would take now without refusing (its budget less the
+  // fresh staged guests).
+  uint64_t stagingRoom() const;
   bool contains(const ChunkKey& key) const override;
   void erase(const ChunkKey& key) override;
+  // The chunk's read was consumed: it becomes the first to go of its class
+  // (a staged guest becomes a plain guest).
   void demote(const ChunkKey& key) override;
-  // bytesUsed counts chunk data bytes; corruptions is always 0 (RAM chunks are
-  // not re-verified). Evictions count chunks dropped to make room only.
+  // As demote(), and a guest leaves the tier at once (its next use is beyond
+  // the prefetch window: keeping it would only take room).
+  void release(const ChunkKey& key);
+  // bytesUsed counts chunk data bytes of both classes; corruptions is always 0
+  // (RAM chunks are not re-verified). Evictions count chunks dropped to make
+  // room only.
   TierUsage usage() const override;
+  ClassUsage owned() const;
+  ClassUsage guests() const;
+  StagedUsage staged() const;
 
   // Drops every chunk (not counted as evictions).
   void clear();
@@ -55,7 +111,13 @@ class RamTier : public ChunkStore {
   // Installs the advisor consulted on eviction (null: plain LRU). Not owned;
   // must outlive this tier or be reset first.
   void setAdvisor(const EvictionAdvisor* advisor) { advisor_.store(advisor); }
-  static constexpr int kVictimScan = 64;
+  // Installs the view that sorts chunks into classes (null: all owned). Not
+  // owned; must outlive this tier or be reset first. Call reclassify() after
+  // the view's answers changed.
+  void setOwnership(const OwnershipView* view) { ownership_.store(view); }
+  // Moves every chunk to the class the view gives it now, then evicts what no
+  // longer fits (guests first). Returns the chunks that changed class.
+  uint64_t reclassify();
 
   size_t shardCount() const { return shardCount_; }
   // The shard a key hash lands in among `shardCount` (a power of two up to
@@ -65,15 +127,22 @@ class RamTier : public ChunkStore {
     // The map buckets use the low bits; pick shards with higher ones.
     return (keyHash >> 40) & (shardCount - 1);
   }
+  // The guests' room beyond what the owned chunks leave free (the prefetch
+  // memory): the staging room peer prefetch can count on.
+  uint64_t guestExtraBytes() const { return guestExtra_; }
   // The largest chunk insert() accepts: the capacity of one shard.
   uint64_t maxChunkBytes() const;
 
  private:
-  struct Shard;
+  class Shard;
   Shard& shardFor(uint64_t hash) const;
+  bool isGuest(const ChunkKey& key) const;
+  bool admit(const ChunkRef& chunk, bool guest, bool staged);
 
   std::atomic<const EvictionAdvisor*> advisor_{nullptr};
+  std::atomic<const OwnershipView*> ownership_{nullptr};
   const uint64_t capacity_;
+  const uint64_t guestExtra_;
   size_t shardCount_;
   std::unique_ptr<Shard[]> shards_;
 };

@@ -319,9 +319,22 @@ json AdminCommands::stats() const {
     tiers["disk"] = tierJson(m_.disk->usage(), st.disk);
     if (auto* d = dynamic_cast<const cache::DiskTier*>(m_.disk)) addDiskHealth(*d, tiers["disk"]);
   }
-  if (cache::PeerStaging* staging = m_.cache.staging()) {  // clustered: peer prefetch
-    tiers["staging"] = tierJson(staging->usage(), st.staging);
-    tiers["staging"]["refused"] = staging->refused();
+  // The RAM tier's two classes (cache/ram_tier.h): this node's share and the
+  // guests (other nodes' chunks, staged ones included).
+  const auto classJson = [](const cache::RamTier::ClassUsage& u) {
+    return json{{"bytes", u.bytes}, {"chunks", u.chunks}, {"evictions", u.evictions}};
+  };
+  tiers["ram"]["owned"] = classJson(m_.ram.owned());
+  tiers["ram"]["guest"] = classJson(m_.ram.guests());
+  if (m_.cache.clustered()) {  // peer prefetch: the staged guests of the RAM tier
+    const cache::RamTier::StagedUsage sg = m_.ram.staged();
+    cache::TierUsage u;
+    u.bytesUsed = sg.bytes;
+    u.capacityBytes = m_.ram.guestExtraBytes();
+    u.chunks = sg.chunks;
+    u.evictions = sg.droppedUnread;
+    tiers["staging"] = tierJson(u, st.staging);
+    tiers["staging"]["refused"] = sg.refused;
     tiers["staging"]["staged_chunks"] = st.stagedReads.chunks.load();
     tiers["staging"]["staged_bytes"] = st.stagedReads.bytes.load();
   }

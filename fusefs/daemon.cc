@@ -13,7 +13,6 @@
 
 #include "cache/delayed_source.h"
 #include "cache/disk_tier.h"
-#include "cache/peer_staging.h"
 #include "cache/ram_tier.h"
 #include "fusefs/admin_paths.h"
 #include "fusefs/admin_protocol.h"
@@ -74,6 +73,7 @@ Daemon::~Daemon() {
   // Before the prefetcher goes: its serve threads use cache_ and filesById_,
   // and their RamTier::insert() may be reading the prefetcher as the advisor
   // (setAdvisor(nullptr) does not wait for an insert in progress; TSan).
+  if (ram_) ram_->setOwnership(nullptr);  // every chunk counts as owned from here
   cluster_.reset();
   follower_.store(nullptr);
   followerOwner_.reset();
@@ -120,7 +120,10 @@ void Daemon::setUpTorchOrder() {
 }
 
 Status Daemon::openTiers() {
-  ram_ = std::make_unique<cache::RamTier>(options_.ramCacheBytes);
+  // In a cluster, guests (other nodes' chunks, peer prefetch) get the room the
+  // own share leaves free plus the prefetch memory (cache/ram_tier.h).
+  ram_ = std::make_unique<cache::RamTier>(options_.ramCacheBytes,
+                                          options_.clustered() ? options_.prefetchMemory : 0);
   if (options_.cacheDir.empty()) return Status::ok();
   char sub[64];
   snprintf(sub, sizeof sub, "/epochfs-%016llx", static_cast<unsigned long long>(datasetId_));
@@ -163,9 +166,19 @@ Status Daemon::startCluster() {
   if (!fault.isOk()) return fault.status();
   cc.fault = *fault;
   // Peers can name only files of this snapshot, by id, at the version they hold.
+  // Placement bounds each node's share by its capacity over the same list of
+  // files on every node (transport/placement_table.h).
   for (DatasetNamespace::Ino ino = 1; ino <= namespace_->nodeCount(); ++ino) {
-    if (S_ISREG(namespace_->attr(ino).mode)) filesById_.emplace(namespace_->fileId(ino), ino);
+    if (!S_ISREG(namespace_->attr(ino).mode)) continue;
+    filesById_.emplace(namespace_->fileId(ino), ino);
+    cc.files.push_back({namespace_->fileId(ino), namespace_->attr(ino).size});
   }
+  // Chunks change class in place when the live set (and so placement) changes.
+  cc.onPlacementChange = [this] {
+    const uint64_t changed = ram_->reclassify();
+    if (changed > 0)
+      spdlog::info("cluster: placement changed; {} RAM chunks changed class", changed);
+  };
   auto serve = [this](const cache::FileIdentity& id,
                       uint32_t index) -> cache::Result<cache::ChunkRef> {
     auto it = filesById_.find(id.fileId);
@@ -177,10 +190,9 @@ Status Daemon::startCluster() {
   if (!cluster.isOk()) return cluster.status();
   cluster_ = std::move(cluster).value();
   cache_->setPeers(cluster_.get());
-  // Peer prefetch stages other nodes' files apart from the RAM tier, within
-  // the prefetch memory budget (docs/PREFETCH.md).
-  staging_ = std::make_unique<cache::PeerStaging>(options_.prefetchMemory);
-  cache_->setStaging(staging_.get());
+  // Owned and guest chunks of the RAM tier follow the cluster's placement.
+  ram_->setOwnership(cluster_.get());
+  ram_->reclassify();
   return Status::ok();
 }
 
@@ -231,6 +243,7 @@ json Daemon::peersJson() const {
                      {"state", p.state},
                      {"live", p.live},
                      {"capacity_bytes", p.capacityBytes},
+                     {"owned_bytes", p.ownedBytes},
                      {"fetches", p.fetches},
                      {"bytes_fetched", p.bytesFetched},
                      {"fetch_errors", p.fetchErrors},
@@ -250,6 +263,7 @@ json Daemon::peersJson() const {
                      {"last_error", p.lastError}});
   }
   const auto& c = cluster_->config();
+  const transport::Cluster::Fit fit = cluster_->fit();
   return json{{"clustered", true},
               {"self", c.selfId},
               {"members", c.members.size()},
@@ -257,6 +271,9 @@ json Daemon::peersJson() const {
               {"replicas", c.replicas},
               {"integrity", c.macPayloads ? "mac" : "checksum"},
               {"deadline_ms", c.deadline.count()},
+              {"fits", fit.fits},
+              {"dataset_bytes", fit.datasetBytes},
+              {"live_capacity_bytes", fit.liveCapacityBytes},
               {"peers", std::move(peers)}};
 }
 
@@ -339,10 +356,18 @@ Status Daemon::start() {
       refusedUs += peer.value("fetch_refused", uint64_t{0});
       suspicions += peer.value("suspect_count", uint64_t{0});
     }
-    return {
-        {"self", p["self"]},        {"count", p["members"]},      {"live_peers", live},
-        {"suspect_peers", suspect}, {"mac_failures", mac},        {"checksum_failures", sum},
-        {"serve_refused", refused}, {"fetch_refused", refusedUs}, {"suspect_count", suspicions}};
+    return {{"self", p["self"]},
+            {"count", p["members"]},
+            {"live_peers", live},
+            {"suspect_peers", suspect},
+            {"mac_failures", mac},
+            {"checksum_failures", sum},
+            {"serve_refused", refused},
+            {"fetch_refused", refusedUs},
+            {"suspect_count", suspicions},
+            {"fits", p["fits"]},
+            {"dataset_bytes", p["dataset_bytes"]},
+            {"live_capacity_bytes", p["live_capacity_bytes"]}};
   };
   adminCommands_ = std::make_unique<AdminCommands>(state);
   adminCommands_->registerAll(admin_);

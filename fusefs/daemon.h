@@ -72,7 +72,6 @@ class Daemon {
   std::unique_ptr<DatasetNamespace> namespace_;
   std::unique_ptr<cache::RamTier> ram_;
   std::unique_ptr<cache::ChunkStore> disk_;
-  std::unique_ptr<cache::PeerStaging> staging_;  // clustered: peer prefetch's staging area
   std::unique_ptr<cache::ChunkCache> cache_;
   // --peers/--hostfile/--slurm: the other nodes' caches. Declared after
   // cache_ so it stops (its serve threads use cache_) before cache_ goes.

@@ -131,6 +131,26 @@ std::string MetricsExporter::render(const json& status, const json& stats,
     }
   }
 
+  // The RAM tier's classes: owned (this node's share) and guest.
+  const struct {
+    const char* name;
+    const char* key;
+    const char* type;
+    const char* help;
+  } classGauges[] = {
+      {"epochfs_ram_class_bytes", "bytes", "gauge", "Bytes the RAM tier holds, by class."},
+      {"epochfs_ram_class_chunks", "chunks", "gauge", "Chunks the RAM tier holds, by class."},
+      {"epochfs_ram_class_evictions_total", "evictions", "counter",
+       "RAM tier chunks evicted to make room, by class."},
+  };
+  for (const auto& g : classGauges) {
+    w.family(g.name, g.type, g.help);
+    for (const char* c : {"owned", "guest"}) {
+      if (tiers["ram"].contains(c))
+        w.sample(g.name, std::string("class=\"") + c + "\"", num(tiers["ram"][c], g.key));
+    }
+  }
+
   if (tiers.contains("disk") && tiers["disk"].contains("healthy")) {
     const json& d = tiers["disk"];
     w.one("epochfs_disk_healthy", "gauge",

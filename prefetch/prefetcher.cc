@@ -109,14 +109,23 @@ void Prefetcher::expire(const char* why) {
   clear();
 }
 
+void Prefetcher::retire(const cache::ChunkKey& key) {
+  // A guest (another node's chunk) whose next use lies beyond the window
+  // leaves at once: until then it would only hold room. Everything else
+  // becomes the first to go of its class.
+  if (cache_.clustered() && nextUse(key) > options_.windowFiles) {
+    cache_.ram().release(key);
+  } else {
+    cache_.ram().demote(key);
+  }
+}
+
 void Prefetcher::demote(const PlanEntry& e) {
   const uint32_t cs = cache_.chunkSize();
   const uint64_t end = std::min(e.identity.size, e.offset + e.length);
   for (uint64_t off = e.offset - e.offset % cs; off < end; off += cs) {
     const cache::ChunkKey key = cache_.keyFor(e.identity.fileId, static_cast<uint32_t>(off / cs));
-    cache_.ram().demote(key);
-    // A staged copy of another node's chunk has served its read: free its room.
-    if (cache_.staging() != nullptr) cache_.staging()->erase(key);
+    retire(key);
   }
 }
 
@@ -335,23 +344,27 @@ void Prefetcher::schedule(Stream& s, const std::shared_ptr<Stream>& ref, size_t 
       leadWaits_.fetch_add(1, std::memory_order_relaxed);
       break;  // far enough ahead
     }
-    // Staging: half of this stream's slice of the area. The other half is for
-    // what several loader workers have read past without the stream's
-    // position getting there yet (staged, not yet read).
-    if (cache::PeerStaging* st = cache_.staging(); st != nullptr && s.issued > base) {
-      const uint64_t slice = st->capacityBytes() / std::max<size_t>(1, streams);
+    // Staged guests (peer prefetch): half of this stream's slice of the
+    // guaranteed staging room (the prefetch memory; guests also get what the
+    // own share leaves free). The other half is for what several loader
+    // workers have read past without the stream's position getting there yet
+    // (staged, not yet read).
+    const uint64_t stagingArea = cache_.clustered() ? cache_.ram().guestExtraBytes() : 0;
+    if (stagingArea > 0 && s.issued > base) {
+      const uint64_t slice = stagingArea / std::max<size_t>(1, streams);
       if (s.plan->bytesBetween(base, s.issued + 1) > slice / 2) break;
     }
-    // Another node's file is fetched only when the staging area has room for
-    // it: a fetched chunk that staging had to refuse would be network wasted.
-    // (An entry larger than the whole area goes through the RAM tier as before.)
-    const bool staged = cache_.staging() != nullptr && cache_.ownedElsewhere(e.identity.fileId) &&
-                        e.length <= cache_.staging()->capacityBytes();
+    // Another node's file is fetched only when the RAM tier has staging room
+    // for it: a fetched chunk that had to be refused would be network wasted.
+    // (An entry larger than the whole area goes through the RAM tier as a
+    // plain guest.)
+    const bool staged =
+        stagingArea > 0 && cache_.ownedElsewhere(e.identity.fileId) && e.length <= stagingArea;
     // Blocked on the budget or the staging area: the worker whose fetch frees
     // room wakes the scheduler. The flag is set before the second check, so
     // a release between the two is never missed.
     auto stagingFull = [&] {
-      return staged && !cache_.staging()->hasRoom(stagingInflight_.load() + e.length);
+      return staged && cache_.ram().stagingRoom() < stagingInflight_.load() + e.length;
     };
     if (stagingFull()) {
       wakeOnRelease_.store(true);
@@ -452,8 +465,8 @@ void Prefetcher::workerLoop() {
     if (!t.stream->expired.load() && !t.stream->isConsumed(t.pos)) {
       const uint32_t cs = cache_.chunkSize();
       const uint64_t end = std::min(e.identity.size, e.offset + e.length);
-      // Another node's file goes to the staging area (peer prefetch), never
-      // into the RAM tier that holds this node's own share.
+      // Another node's file is staged (peer prefetch): a guest of the RAM
+      // tier that waits for its read and never displaces the own share.
       const bool viaStaging = t.staged;
       const bool keep = !viaStaging && pusher_.load() != nullptr;  // to push them
       std::vector<cache::ChunkRef> chunks;
@@ -469,10 +482,9 @@ void Prefetcher::workerLoop() {
       }
       if (viaStaging && t.stream->isConsumed(t.pos)) {
         // The reader got there first (a demand read): a staged copy now would
-        // never be read, so it must not take room in the staging area.
+        // never be read, so it must not hold staging room.
         for (uint64_t off = e.offset - e.offset % cs; off < end; off += cs) {
-          const auto index = static_cast<uint32_t>(off / cs);
-          cache_.staging()->erase(cache_.keyFor(e.identity.fileId, index));
+          retire(cache_.keyFor(e.identity.fileId, static_cast<uint32_t>(off / cs)));
         }
       }
       t.stream->prefetchedFiles.fetch_add(1, std::memory_order_relaxed);

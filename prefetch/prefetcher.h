@@ -11,9 +11,10 @@
 //   through ChunkCache, so a demand read of a chunk being prefetched waits for
 //   that fetch instead of reading it again.
 // - Peer prefetch: in a cluster, entries whose file another node owns are
-//   fetched from the owner into the cache's staging area (ChunkCache::stage,
-//   cache/peer_staging.h), not the RAM tier, and leave it once consumed; the
-//   lead is then also bounded by each stream's slice of the staging area.
+//   fetched from the owner into the RAM tier as staged guests
+//   (ChunkCache::stage, cache/ram_tier.h), never displacing the own share,
+//   and leave once consumed when their next use is beyond the window; the
+//   lead is then also bounded by each stream's slice of the staging room.
 // - A plan expires when its readers stop following it: no progress for
 //   `expirySeconds`, or `deviationReads` reads in a row of files no plan names.
 // - Page-cache push (optional, setPagePusher): a prefetched whole-file entry is
@@ -155,7 +156,7 @@ class Prefetcher : public cache::EvictionAdvisor {
     uint32_t pos = 0;
     std::shared_ptr<const ReadAheadFile> file;
     uint32_t chunk = 0;
-    bool staged = false;  // another node's file: goes to the staging area
+    bool staged = false;  // another node's file: staged as a guest of the RAM tier
   };
   void runReadAhead(const Task& t);
   using Streams = std::vector<std::shared_ptr<Stream>>;
@@ -183,6 +184,9 @@ class Prefetcher : public cache::EvictionAdvisor {
   void maybePush(Stream& s, uint32_t pos, const std::vector<cache::ChunkRef>& chunks);
   // A consumed entry's chunks become the RAM tier's first eviction candidates.
   void demote(const PlanEntry& e);
+  // One consumed chunk: a guest needed beyond the window leaves the RAM tier,
+  // anything else is demoted.
+  void retire(const cache::ChunkKey& key);
   // Takes `bytes` of the in-flight budget (atomically: FUSE threads reserve
   // read-ahead concurrently with the scheduler). One reservation of any size
   // is allowed when nothing is in flight, so an entry larger than the budget

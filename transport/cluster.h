@@ -24,6 +24,7 @@
 #include "cache/peer_source.h"
 #include "cache/status.h"
 #include "transport/peer_fault.h"
+#include "transport/placement_table.h"
 
 namespace epochfs::transport {
 
@@ -46,7 +47,13 @@ struct ClusterConfig {
   std::string secret;                        // the job's shared secret (required)
   bool macPayloads = true;                   // false: --peer-integrity=checksum (XXH3 only)
   uint64_t capacityBytes = 0;                // this node's cache size, the placement weight
-  unsigned serveThreads = 4;                 // threads answering peers (they may read the source)
+  // Every file of the snapshot with its size: placement bounds each node's
+  // owned bytes by its capacity (placement_table.h). Empty: plain rendezvous.
+  std::vector<FileBytes> files;
+  // Called (on the progress thread, no lock held) after the live set and so
+  // the placement changed; must not block long.
+  std::function<void()> onPlacementChange;
+  unsigned serveThreads = 4;  // threads answering peers (they may read the source)
   unsigned maxInFlightPerPeer = 64;
   unsigned maxQueuedServes = 1024;
   // Idle receive buffers kept for reuse (no zero-fill, no page faults for the
@@ -72,6 +79,7 @@ struct PeerInfo {
   std::string state;  // self, connecting, up, suspect, down, refused
   bool live = false;  // counted in placement
   uint64_t capacityBytes = 0;
+  uint64_t ownedBytes = 0;  // bytes placement gives it (0 while not live)
   uint64_t fetches = 0, bytesFetched = 0, fetchErrors = 0, timeouts = 0;
   uint64_t served = 0, bytesServed = 0, serveErrors = 0;
   uint64_t authFailures = 0, connects = 0;
@@ -103,6 +111,15 @@ class Cluster : public cache::PeerSource {
   virtual std::vector<PeerInfo> peers() const = 0;
   // The owners of a file among the live members, best first.
   virtual std::vector<uint32_t> owners(uint64_t fileId) const = 0;
+  // Whether the dataset fits the live members' capacity (PlacementTable::fits;
+  // true without a file list), and the figures behind it.
+  struct Fit {
+    bool fits = true;
+    uint64_t datasetBytes = 0;
+    uint64_t liveCapacityBytes = 0;
+    unsigned replicas = 1;
+  };
+  virtual Fit fit() const = 0;
   virtual uint16_t listenPort() const = 0;
   virtual const ClusterConfig& config() const = 0;
 };

@@ -33,6 +33,7 @@
 #include "transport/cluster.h"
 #include "transport/peer_auth.h"
 #include "transport/placement.h"
+#include "transport/placement_table.h"
 #include "transport/receive_buffer_pool.h"
 #include "transport/wire_format.h"
 
@@ -51,6 +52,7 @@ class UcxCluster final : public Cluster {
                                        const cache::ChunkKey& key) override;
   std::vector<PeerInfo> peers() const override;
   std::vector<uint32_t> owners(uint64_t fileId) const override;
+  Fit fit() const override;
   uint16_t listenPort() const override { return port_.load(); }
   const ClusterConfig& config() const override { return cfg_; }
 
@@ -214,6 +216,8 @@ class UcxCluster final : public Cluster {
 
   mutable std::shared_mutex liveMu_;
   std::vector<Candidate> live_;
+  std::shared_ptr<const PlacementTable> table_;  // null without cfg_.files
+  uint64_t liveCapacity_ = 0;
 
   mutable std::mutex infoMu_;
 };

@@ -103,17 +103,38 @@ void UcxCluster::noteBadReply(Peer& p, const std::string& why) {
 
 void UcxCluster::recomputeLive() {
   std::vector<Candidate> live;
+  std::vector<uint64_t> capacities;
   bool allKnown = true;
+  uint64_t liveCapacity = 0;
   for (const auto& p : peers_) {
     const int s = p->state.load();
     if (s != static_cast<int>(State::kSelf) && s != static_cast<int>(State::kUp)) continue;
     live.push_back(Candidate{p->member.id, static_cast<double>(p->capacity.load())});
+    capacities.push_back(p->capacity.load());
+    liveCapacity += p->capacity.load();
     if (p->capacity.load() == 0) allKnown = false;
   }
   // Weighted by capacity when every live member announced one, else equal.
   for (auto& c : live) c.weight = allKnown ? c.weight / 1073741824.0 : 1.0;
-  std::unique_lock<std::shared_mutex> lock(liveMu_);
-  live_ = std::move(live);
+  std::shared_ptr<const PlacementTable> table;
+  if (!cfg_.files.empty()) {
+    table = std::make_shared<const PlacementTable>(
+        PlacementTable::build(cfg_.files, live, capacities, cfg_.replicas));
+    if (!table->fits() && live.size() > 1) {
+      spdlog::warn(
+          "cluster: the dataset ({} MiB x {} replicas) does not fit {:.0f} % of the live "
+          "members' capacity ({} MiB): owned chunks will be evicted and re-read",
+          table->datasetBytes() >> 20, cfg_.replicas, PlacementTable::kFill * 100,
+          liveCapacity >> 20);
+    }
+  }
+  {
+    std::unique_lock<std::shared_mutex> lock(liveMu_);
+    live_ = std::move(live);
+    table_ = std::move(table);
+    liveCapacity_ = liveCapacity;
+  }
+  if (cfg_.onPlacementChange) cfg_.onPlacementChange();
 }
 
 void UcxCluster::handleTimers(Clock::time_point now) {
@@ -180,13 +201,31 @@ void UcxCluster::setLastError(Peer& p, const std::string& why) {
 bool UcxCluster::ownedElsewhere(uint64_t fileId) const {
   std::shared_lock<std::shared_mutex> lock(liveMu_);
   if (live_.size() <= 1) return false;
+  if (table_ != nullptr) {
+    if (const uint32_t* o = table_->ownersOf(fileId)) {
+      return std::find(o, o + table_->replicas(), cfg_.selfId) == o + table_->replicas();
+    }
+  }
   auto o = rendezvousOwners(fileId, live_, cfg_.replicas);
   return std::find(o.begin(), o.end(), cfg_.selfId) == o.end();
 }
 
 std::vector<uint32_t> UcxCluster::owners(uint64_t fileId) const {
   std::shared_lock<std::shared_mutex> lock(liveMu_);
+  if (table_ != nullptr && table_->contains(fileId)) return table_->owners(fileId);
   return rendezvousOwners(fileId, live_, cfg_.replicas);
+}
+
+Cluster::Fit UcxCluster::fit() const {
+  std::shared_lock<std::shared_mutex> lock(liveMu_);
+  Fit f;
+  f.replicas = cfg_.replicas;
+  f.liveCapacityBytes = liveCapacity_;
+  if (table_ != nullptr) {
+    f.fits = table_->fits() || live_.size() <= 1;
+    f.datasetBytes = table_->datasetBytes();
+  }
+  return f;
 }
 
 std::vector<PeerInfo> UcxCluster::peers() const {
@@ -201,6 +240,7 @@ std::vector<PeerInfo> UcxCluster::peers() const {
     i.state = stateName(s);
     i.live = s == static_cast<int>(State::kSelf) || s == static_cast<int>(State::kUp);
     i.capacityBytes = p->capacity.load();
+    if (i.live && table_ != nullptr) i.ownedBytes = table_->ownedBytes(i.id);
     i.fetches = p->fetches.load();
     i.bytesFetched = p->bytesFetched.load();
     i.fetchErrors = p->fetchErrors.load();

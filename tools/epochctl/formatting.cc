@@ -46,6 +46,12 @@ std::string formatStatus(const json& s) {
   if (m.is_object()) {
     o << "members:    node " << m.value("self", 0) << " of " << m.value("count", 0) << ", "
       << m.value("live_peers", 0) << " peers live (epochctl peers)\n";
+    if (!m.value("fits", true)) {
+      o << "capacity:   the dataset (" << humanBytes(m.value("dataset_bytes", uint64_t{0}))
+        << " per replica) does not fit 95% of the live members' caches ("
+        << humanBytes(m.value("live_capacity_bytes", uint64_t{0}))
+        << "): owned chunks are evicted and re-read from the source\n";
+    }
   } else {
     o << "members:    not clustered\n";
   }

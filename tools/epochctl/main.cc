@@ -99,18 +99,22 @@ static std::string formatPeers(const json& r) {
                     std::to_string(r.value("members", 0)) + ", replicas " +
                     std::to_string(r.value("replicas", 1)) + ", integrity " +
                     r.value("integrity", std::string("?")) + ", deadline " +
-                    std::to_string(r.value("deadline_ms", 0)) + " ms\n";
+                    std::to_string(r.value("deadline_ms", 0)) + " ms" +
+                    (r.value("fits", true) ? "" : "; the dataset does NOT fit the live caches") +
+                    "\n";
   char line[512];
-  std::snprintf(line, sizeof line, "%-4s %-24s %-10s %12s %12s %8s %8s %s\n", "ID", "ADDRESS",
-                "STATE", "FETCHED_MiB", "SERVED_MiB", "ERRORS", "TIMEOUTS", "LAST ERROR");
+  std::snprintf(line, sizeof line, "%-4s %-24s %-10s %10s %10s %12s %12s %8s %8s %s\n", "ID",
+                "ADDRESS", "STATE", "OWNED_MiB", "CACHE_MiB", "FETCHED_MiB", "SERVED_MiB", "ERRORS",
+                "TIMEOUTS", "LAST ERROR");
   out += line;
   for (const auto& p : r.value("peers", json::array())) {
     const uint64_t errors = p.value("fetch_errors", uint64_t{0}) +
                             p.value("serve_errors", uint64_t{0}) +
                             p.value("auth_failures", uint64_t{0});
-    std::snprintf(line, sizeof line, "%-4u %-24s %-10s %12s %12s %8llu %8llu %s\n",
+    std::snprintf(line, sizeof line, "%-4u %-24s %-10s %10s %10s %12s %12s %8llu %8llu %s\n",
                   p.value("id", 0u), p.value("address", std::string()).c_str(),
-                  p.value("state", std::string()).c_str(), mib(p, "bytes_fetched").c_str(),
+                  p.value("state", std::string()).c_str(), mib(p, "owned_bytes").c_str(),
+                  mib(p, "capacity_bytes").c_str(), mib(p, "bytes_fetched").c_str(),
                   mib(p, "bytes_served").c_str(), static_cast<unsigned long long>(errors),
                   static_cast<unsigned long long>(p.value("timeouts", uint64_t{0})),
                   p.value("last_error", std::string()).c_str());

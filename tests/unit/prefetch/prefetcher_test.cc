@@ -619,28 +619,24 @@ TEST(PrefetcherTest, EntryConsumedByTheReadReachingItsEnd) {
 
 // A RAM tier whose next lookup miss, once armed, waits until released: it
 // holds a reader between "not in RAM" and joining the in-flight fetch.
-class PausingStore : public cache::ChunkStore {
+class PausingRamTier : public cache::RamTier {
  public:
-  explicit PausingStore(cache::ChunkStore& inner) : inner_(inner) {}
+  explicit PausingRamTier(uint64_t capacity) : cache::RamTier(capacity) {}
   void armNextMiss() { armed_.store(true); }
   bool paused() const { return paused_.load(); }
   void release() { released_.store(true); }
 
-  cache::ChunkRef lookup(const cache::ChunkKey& key, const cache::FileIdentity& id) override {
-    cache::ChunkRef c = inner_.lookup(key, id);
+  cache::ChunkRef find(const cache::ChunkKey& key, const cache::FileIdentity& id,
+                       bool* staged) override {
+    cache::ChunkRef c = cache::RamTier::find(key, id, staged);
     if (c == nullptr && armed_.exchange(false)) {
       paused_.store(true);
       while (!released_.load()) std::this_thread::sleep_for(1ms);
     }
     return c;
   }
-  bool insert(const cache::ChunkRef& chunk) override { return inner_.insert(chunk); }
-  bool contains(const cache::ChunkKey& key) const override { return inner_.contains(key); }
-  void erase(const cache::ChunkKey& key) override { inner_.erase(key); }
-  cache::TierUsage usage() const override { return inner_.usage(); }
 
  private:
-  cache::ChunkStore& inner_;
   std::atomic<bool> armed_{false}, paused_{false}, released_{false};
 };
 
@@ -651,8 +647,7 @@ class PausingStore : public cache::ChunkStore {
 // must look in the RAM tier (and disk tier) again once it is the leader.
 TEST(ChunkCacheRaceTest, MissThatLosesTheRaceDoesNotReadAgain) {
   LatencySource source(50ms);
-  cache::RamTier ram(1 << 20);
-  PausingStore store(ram);
+  PausingRamTier store(1 << 20);
   cache::ChunkCache cache(testing::cacheOptions(42), source, store, nullptr);
   const cache::FileIdentity id = source.addFile("x", 1000);
 

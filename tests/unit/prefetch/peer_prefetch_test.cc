@@ -1,9 +1,9 @@
-// Peer prefetch: PeerStaging on its own (bounds, FIFO drop of unread chunks,
-// versions), and the Prefetcher staging other nodes' files through a fake
-// PeerSource into it, never into the RAM tier; one read consumes one entry of
-// one stream. Assertions are on counts; time appears only as bounded waits.
-#include "cache/peer_staging.h"
-
+// Peer prefetch: the Prefetcher stages other nodes' files through a fake
+// PeerSource as guests of the RAM tier (cache/ram_tier.h; the tier's own rules
+// are in tests/unit/cache/ram_tier_classes_test.cc), never displacing owned
+// chunks; a consumed guest whose next use is beyond the window leaves; one
+// read consumes one entry of one stream. Assertions are on counts; time
+// appears only as bounded waits.
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
@@ -34,55 +34,6 @@ using Tier = ChunkCache::Tier;
 using testing::kChunkSize;
 using testing::waitFor;
 
-cache::ChunkRef chunkOf(uint64_t fileId, uint32_t index, size_t size, uint64_t inode = 1) {
-  cache::FileIdentity id;
-  id.fileId = fileId;
-  id.size = 1 << 20;
-  id.inode = inode;
-  return cache::makeChunk(cache::ChunkKey::make(7, fileId, index), id,
-                          std::vector<char>(size, 'x'));
-}
-
-// Pass: a full staging area refuses a new chunk while what it holds is fresh
-// (it is needed sooner than the newcomer), never exceeding its capacity.
-TEST(PeerStagingTest, FullOfFreshChunksRefusesTheNewOne) {
-  cache::PeerStaging st(10000, std::chrono::hours(1));
-  auto a = chunkOf(1, 0, 4000), b = chunkOf(2, 0, 4000), c = chunkOf(3, 0, 4000);
-  ASSERT_TRUE(st.insert(a));
-  ASSERT_TRUE(st.insert(b));
-  EXPECT_FALSE(st.insert(c));
-  EXPECT_EQ(st.refused(), 1u);
-  EXPECT_TRUE(st.contains(a->key));
-  EXPECT_TRUE(st.contains(b->key));
-  EXPECT_FALSE(st.contains(c->key));
-  EXPECT_EQ(st.bytesUsed(), 8000u);
-}
-
-// Pass: the staging area never holds more than its capacity, drops the
-// oldest chunk once stale to admit a new one, refuses a chunk larger than
-// itself, serves only the version it holds, and counts erases as consumed.
-TEST(PeerStagingTest, BoundedFifoVersionedStore) {
-  cache::PeerStaging st(10000, std::chrono::milliseconds(0));
-  auto a = chunkOf(1, 0, 4000), b = chunkOf(2, 0, 4000), c = chunkOf(3, 0, 4000);
-  ASSERT_TRUE(st.insert(a));
-  ASSERT_TRUE(st.insert(b));
-  EXPECT_EQ(st.bytesUsed(), 8000u);
-  ASSERT_TRUE(st.insert(c));  // a, the oldest, goes
-  EXPECT_EQ(st.bytesUsed(), 8000u);
-  EXPECT_FALSE(st.contains(a->key));
-  EXPECT_TRUE(st.contains(b->key));
-  EXPECT_EQ(st.usage().evictions, 1u);
-  EXPECT_FALSE(st.insert(chunkOf(4, 0, 10001)));
-  EXPECT_EQ(st.lookup(b->key, b->identity), b);
-  cache::FileIdentity other = b->identity;
-  other.inode = 99;
-  EXPECT_EQ(st.lookup(b->key, other), nullptr);  // another version is never served
-  st.erase(b->key);
-  EXPECT_EQ(st.consumed(), 1u);
-  EXPECT_EQ(st.bytesUsed(), 4000u);
-  EXPECT_EQ(st.admitted(), 3u);
-}
-
 // Every file named "peer*" is owned by another node; fetch() reads it from
 // the "owner's" source and counts the fetches.
 class FakePeers : public cache::PeerSource {
@@ -110,12 +61,11 @@ struct StagingRig {
   StagingRig()
       : source(200us),
         peers(source),
-        ram(16ull << 20),
-        staging(1 << 20),
+        ram(16ull << 20, 1 << 20),
         cache(testing::cacheOptions(42), source, ram, nullptr) {
     spdlog::set_level(spdlog::level::warn);
     cache.setPeers(&peers);
-    cache.setStaging(&staging);
+    ram.setOwnership(&peers);
     PrefetchOptions po;
     po.workers = 8;
     po.windowFiles = 64;
@@ -125,6 +75,7 @@ struct StagingRig {
   ~StagingRig() {
     ram.setAdvisor(nullptr);
     prefetcher.reset();
+    ram.setOwnership(nullptr);
   }
   PlanEntry add(const std::string& name, size_t size) {
     PlanEntry e;
@@ -149,16 +100,15 @@ struct StagingRig {
   testing::LatencySource source;
   FakePeers peers;
   cache::RamTier ram;
-  cache::PeerStaging staging;
   ChunkCache cache;
   std::unique_ptr<Prefetcher> prefetcher;
 };
 
-// Pass: with a plan, other nodes' files are fetched from their owner into the
-// staging area ahead of the reader (never into the RAM tier), every read of
-// them is served from staging without another peer fetch, and each staged
-// chunk leaves the staging area once its entry is consumed.
-TEST(PeerPrefetchTest, OtherNodesFilesAreStagedNotCachedAndReadFromStaging) {
+// Pass: with a plan, other nodes' files are fetched from their owner as staged
+// guests ahead of the reader (owned chunks stay owned), every read of them is
+// served from the staged guest without another peer fetch, and each staged
+// guest leaves the tier once its entry is consumed (no later use in the plan).
+TEST(PeerPrefetchTest, OtherNodesFilesAreStagedAsGuestsAndLeaveOnceRead) {
   StagingRig rig;
   std::vector<PlanEntry> plan;
   int peerFiles = 0;
@@ -170,24 +120,22 @@ TEST(PeerPrefetchTest, OtherNodesFilesAreStagedNotCachedAndReadFromStaging) {
   rig.prefetcher->setPlan(std::make_shared<const AccessPlan>(0, 0, 0, plan));
   ASSERT_TRUE(waitFor([&] {
     for (const auto& e : plan) {
-      const bool remote = e.relPath.rfind("peer", 0) == 0;
-      if (!(remote ? rig.staging.contains(rig.key(e)) : rig.ram.contains(rig.key(e)))) return false;
+      if (!rig.ram.contains(rig.key(e))) return false;
     }
     return true;
   })) << "the whole plan is prefetched";
-  for (const auto& e : plan) {
-    if (e.relPath.rfind("peer", 0) == 0) {
-      EXPECT_FALSE(rig.ram.contains(rig.key(e))) << e.relPath << " displaced the RAM tier";
-    }
-  }
+  EXPECT_EQ(rig.ram.staged().chunks, static_cast<uint64_t>(peerFiles));
+  EXPECT_EQ(rig.ram.guests().chunks, static_cast<uint64_t>(peerFiles));
+  EXPECT_EQ(rig.ram.owned().chunks, static_cast<uint64_t>(plan.size() - peerFiles));
   EXPECT_EQ(rig.peers.fetches.load(), peerFiles);
   for (const auto& e : plan) {
     const bool remote = e.relPath.rfind("peer", 0) == 0;
     EXPECT_EQ(rig.read(e), remote ? Tier::kStaging : Tier::kRam) << e.relPath;
   }
   EXPECT_EQ(rig.peers.fetches.load(), peerFiles) << "a read went to the network again";
-  EXPECT_EQ(rig.staging.bytesUsed(), 0u) << "consumed chunks still staged";
-  EXPECT_EQ(rig.staging.consumed(), static_cast<uint64_t>(peerFiles));
+  EXPECT_EQ(rig.ram.staged().bytes, 0u) << "consumed chunks still staged";
+  EXPECT_EQ(rig.ram.guests().chunks, 0u) << "consumed guests needed nowhere later still held";
+  EXPECT_EQ(rig.ram.owned().chunks, static_cast<uint64_t>(plan.size() - peerFiles));
   EXPECT_EQ(rig.prefetcher->stats()[0].stalls, 0u);
 }
 

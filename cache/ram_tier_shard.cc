@@ -1,0 +1,169 @@
+#include "cache/ram_tier_shard.h"
+
+#include <utility>
+
+namespace epochfs::cache {
+
+RamTier::Shard::Entry* RamTier::Shard::find(uint64_t hash) {
+  auto it = map_.find(hash);
+  return it == map_.end() ? nullptr : &it->second;
+}
+
+void RamTier::Shard::link(Entry* e, Class cls) {
+  List& l = lists_[cls];
+  e->cls = cls;
+  e->prev = &l.head;
+  e->next = l.head.next;
+  l.head.next->prev = e;
+  l.head.next = e;
+  l.bytes += e->chunk->size();
+  ++l.chunks;
+}
+
+void RamTier::Shard::unlink(Entry* e) {
+  List& l = lists_[e->cls];
+  e->prev->next = e->next;
+  e->next->prev = e->prev;
+  l.bytes -= e->chunk->size();
+  --l.chunks;
+}
+
+ChunkRef RamTier::Shard::drop(Entry* e) {
+  unlink(e);
+  const uint64_t hash = e->chunk->key.hash;
+  ChunkRef c = std::move(e->chunk);
+  map_.erase(hash);
+  return c;
+}
+
+ChunkRef RamTier::Shard::remove(uint64_t hash) {
+  Entry* e = find(hash);
+  return e == nullptr ? nullptr : drop(e);
+}
+
+void RamTier::Shard::touch(Entry* e) {
+  // Staged guests keep their staging order: the oldest is the one to go
+  // when it turns stale.
+  if (e->cls == kStaged) return;
+  const Class cls = e->cls;
+  unlink(e);
+  link(e, cls);
+}
+
+void RamTier::Shard::changeClass(Entry* e, Class cls) {
+  unlink(e);
+  link(e, cls);
+}
+
+void RamTier::Shard::demote(Entry* e) {
+  const Class cls = e->cls == kStaged ? kGuest : e->cls;
+  unlink(e);
+  link(e, cls);
+  // link() put it at the hot end: move it to the cold end of the same list.
+  List& l = lists_[cls];
+  e->prev->next = e->next;
+  e->next->prev = e->prev;
+  e->next = &l.head;
+  e->prev = l.head.prev;
+  l.head.prev->next = e;
+  l.head.prev = e;
+}
+
+bool RamTier::Shard::evictGuests(uint64_t need, uint64_t budget, bool anyStaged,
+                                 Clock::time_point now, std::vector<ChunkRef>& dropped) {
+  while (guestBytes() + need > budget) {
+    Entry* victim = nullptr;
+    if (!lists_[kGuest].empty()) {
+      victim = lists_[kGuest].coldest();
+    } else if (!lists_[kStaged].empty() && (anyStaged || stale(lists_[kStaged].coldest(), now))) {
+      victim = lists_[kStaged].coldest();
+    } else {
+      return false;
+    }
+    ++evictions_[victim->cls];
+    dropped.push_back(drop(victim));
+  }
+  return true;
+}
+
+bool RamTier::Shard::evictOwned(uint64_t need, const ChunkKey& incoming,
+                                const EvictionAdvisor* advisor, std::vector<ChunkRef>& dropped) {
+  List& owned = lists_[kOwned];
+  const bool byNextUse = advisor != nullptr && advisor->active();
+  const uint64_t incomingUse = byNextUse ? advisor->nextUse(incoming) : 0;
+  while (owned.bytes + need > capacity && !owned.empty()) {
+    Entry* victim = owned.coldest();
+    if (byNextUse) {
+      // Farthest next use among the coldest entries.
+      uint64_t farthest = advisor->nextUse(victim->chunk->key);
+      Entry* e = victim->prev;
+      for (int i = 1;
+           i < kVictimScan && e != &owned.head && farthest != EvictionAdvisor::kNever;
+           ++i, e = e->prev) {
+        const uint64_t use = advisor->nextUse(e->chunk->key);
+        if (use > farthest) farthest = use, victim = e;
+      }
+      // Everything we could evict is needed sooner than the newcomer: do not
+      // admit it.
+      if (incomingUse > farthest) return false;
+    }
+    ++evictions_[kOwned];
+    dropped.push_back(drop(victim));
+  }
+  return owned.bytes + need <= capacity;
+}
+
+bool RamTier::Shard::admit(const ChunkRef& chunk, Class cls, const EvictionAdvisor* advisor,
+                           std::vector<ChunkRef>& dropped) {
+  const uint64_t n = chunk->size();
+  const uint64_t hash = chunk->key.hash;
+  // An old copy of the key goes first, whatever happens to the new one.
+  if (Entry* old = find(hash)) dropped.push_back(drop(old));
+  const Clock::time_point now = Clock::now();
+  if (cls == kOwned) {
+    if (n > capacity) return false;
+    if (!evictOwned(n, chunk->key, advisor, dropped)) return false;
+    // Guests keep only the room the owned chunks leave: any of them goes,
+    // staged or not, before an owned chunk is refused.
+    const uint64_t owned = lists_[kOwned].bytes + n;
+    const uint64_t budget = (owned < capacity ? capacity - owned : 0) + guestExtra;
+    evictGuests(0, budget, /*anyStaged=*/true, now, dropped);
+  } else if (n > guestBudget() || !evictGuests(n, guestBudget(), /*anyStaged=*/false, now, dropped)) {
+    if (cls == kStaged) ++refused_;
+    return false;
+  }
+  Entry* e = &map_.try_emplace(hash).first->second;
+  e->chunk = chunk;
+  e->stagedAt = now;
+  link(e, cls);
+  if (cls == kStaged) ++admittedStaged_;
+  return true;
+}
+
+void RamTier::Shard::enforceBudgets(std::vector<ChunkRef>& dropped) {
+  List& owned = lists_[kOwned];
+  while (owned.bytes > capacity && !owned.empty()) {
+    ++evictions_[kOwned];
+    dropped.push_back(drop(owned.coldest()));
+  }
+  evictGuests(0, guestBudget(), /*anyStaged=*/true, Clock::now(), dropped);
+}
+
+uint64_t RamTier::Shard::stagingRoom(Clock::time_point now) const {
+  const List& st = lists_[kStaged];
+  uint64_t fresh = st.bytes;
+  // The oldest staged guest, once stale, gives way to a new one.
+  if (!st.empty() && stale(st.head.prev, now)) fresh -= st.head.prev->chunk->size();
+  const uint64_t budget = guestBudget();
+  return budget > fresh ? budget - fresh : 0;
+}
+
+void RamTier::Shard::clear(std::unordered_map<uint64_t, Entry>& gone) {
+  gone.swap(map_);
+  for (List& l : lists_) {
+    l.head.prev = l.head.next = &l.head;
+    l.bytes = l.chunks = 0;
+  }
+}
+
+}  // namespace epochfs::cache

@@ -1,0 +1,110 @@
+// RamTier::Shard: one lock's worth of the RAM tier (ram_tier.h): a hash map of
+// entries and three intrusive lists, owned, guests and staged guests. Private
+// to ram_tier.cc and its unit tests; every method expects the caller to hold
+// `mu` (Lock order: a thread holds at most one shard's mu at a time).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/eviction_advisor.h"
+#include "cache/ram_tier.h"
+
+namespace epochfs::cache {
+
+class alignas(64) RamTier::Shard {
+ public:
+  using Clock = std::chrono::steady_clock;
+  enum Class : uint8_t { kOwned = 0, kGuest = 1, kStaged = 2 };
+
+  // An entry lives inside the map's node (whose address is stable), so moving
+  // it within or between lists relinks pointers and never allocates.
+  struct Entry {
+    ChunkRef chunk;
+    Entry* prev = nullptr;
+    Entry* next = nullptr;
+    Class cls = kOwned;
+    Clock::time_point stagedAt;
+  };
+  // A list's sentinel: head.next is the hottest (newest), head.prev the coldest.
+  struct List {
+    Entry head;
+    uint64_t bytes = 0;
+    uint64_t chunks = 0;
+    List() { head.prev = head.next = &head; }
+    bool empty() const { return head.next == &head; }
+    Entry* coldest() { return head.prev; }
+  };
+
+  mutable std::mutex mu;
+  uint64_t capacity = 0;    // owned budget
+  uint64_t guestExtra = 0;  // guests' budget beyond the owned chunks' free room
+  std::chrono::milliseconds staleAfter{10000};
+
+  Shard() = default;
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+
+  // The entry for `hash`, or null.
+  Entry* find(uint64_t hash);
+  // Moves a hit to the front of its own list.
+  void touch(Entry* e);
+  // Admits `chunk` in class `cls`; the chunks it displaced go to `dropped`
+  // (to be released after the lock). False: refused (see RamTier::insert).
+  bool admit(const ChunkRef& chunk, Class cls, const EvictionAdvisor* advisor,
+             std::vector<ChunkRef>& dropped);
+  // Removes the entry for `hash` if present.
+  ChunkRef remove(uint64_t hash);
+  // To the cold end of its class; a staged guest becomes a plain guest.
+  void demote(Entry* e);
+  // Moves `e` to class `cls` (at the front of its list).
+  void changeClass(Entry* e, Class cls);
+  // Evicts until the budgets hold again (after class changes).
+  void enforceBudgets(std::vector<ChunkRef>& dropped);
+  // Bytes a staged guest could take now.
+  uint64_t stagingRoom(Clock::time_point now) const;
+  void clear(std::unordered_map<uint64_t, Entry>& gone);
+
+  const List& list(Class c) const { return lists_[c]; }
+  uint64_t evictions(Class c) const { return evictions_[c]; }
+  uint64_t refused() const { return refused_; }
+  uint64_t admittedStaged() const { return admittedStaged_; }
+  template <typename Fn>
+  void forEach(Fn&& fn) {
+    for (auto& [hash, e] : map_) fn(&e);
+  }
+
+ private:
+  uint64_t guestBytes() const { return lists_[kGuest].bytes + lists_[kStaged].bytes; }
+  // The guests' budget: what the owned chunks leave free, plus the extra.
+  uint64_t guestBudget() const {
+    const uint64_t owned = lists_[kOwned].bytes;
+    return (owned < capacity ? capacity - owned : 0) + guestExtra;
+  }
+  bool stale(const Entry* e, Clock::time_point now) const {
+    return now - e->stagedAt >= staleAfter;
+  }
+  void link(Entry* e, Class cls);  // at the front of list `cls`
+  void unlink(Entry* e);
+  ChunkRef drop(Entry* e);  // unlinks, erases from the map, returns the chunk
+  // Evicts guests until `need` more guest bytes fit in `budget`: plain guests
+  // from the cold end, then staged ones oldest first (all of them if
+  // `anyStaged`, else only stale ones). False if it cannot make the room.
+  bool evictGuests(uint64_t need, uint64_t budget, bool anyStaged, Clock::time_point now,
+                   std::vector<ChunkRef>& dropped);
+  // Evicts owned chunks until `need` more owned bytes fit; false when the
+  // advisor says the newcomer is needed after every candidate victim.
+  bool evictOwned(uint64_t need, const ChunkKey& incoming, const EvictionAdvisor* advisor,
+                  std::vector<ChunkRef>& dropped);
+
+  std::unordered_map<uint64_t, Entry> map_;  // key.hash -> entry
+  List lists_[3];
+  uint64_t evictions_[3] = {0, 0, 0};
+  uint64_t refused_ = 0;
+  uint64_t admittedStaged_ = 0;
+};
+
+}  // namespace epochfs::cache

@@ -1,0 +1,70 @@
+// PlacementTable: who owns each file of the dataset, so that the outcome fits.
+// Rendezvous hashing weighted by capacity (placement.h) gives each node a
+// share proportional to its cache in expectation, but a node's realized share
+// scatters around that by the files' sizes and the hash; a node that gets more
+// than its cache holds would evict its own share and re-read the source every
+// epoch. So when the live members' capacities are known the table assigns
+// files with bounded load: files in id order, each to its best-scoring owners
+// that still have room below kFill of their capacity; only when no node has
+// room (the dataset does not fit the cluster) does a file go to its plain
+// rendezvous owners. Every node holds the same snapshot and computes the same
+// table; a node whose snapshot differs only places some files differently,
+// and any member serves any file, so that costs transfers, never a read.
+//
+// Thread-compatible: build() makes a new assignment; lookups on a built table
+// may run concurrently (UcxCluster swaps tables under its live lock).
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/placement.h"
+
+namespace epochfs::transport {
+
+struct FileBytes {
+  uint64_t fileId = 0;
+  uint64_t bytes = 0;
+};
+
+class PlacementTable {
+ public:
+  // The most of a node's capacity its owned files may fill while the dataset
+  // fits the cluster: the rest is room for guests and for uneven chunk sizes.
+  static constexpr double kFill = 0.95;
+
+  // Assigns `files` to `k` owners each among `live`. `capacityBytes[i]` is
+  // live[i]'s cache in bytes (0 if unknown: then plain rendezvous, with the
+  // candidates' weights).
+  static PlacementTable build(const std::vector<FileBytes>& files,
+                              const std::vector<Candidate>& live,
+                              const std::vector<uint64_t>& capacityBytes, unsigned k);
+
+  PlacementTable() = default;
+
+  // The owners of `fileId`, best first; empty if the file is not in the table.
+  std::vector<uint32_t> owners(uint64_t fileId) const;
+  // The same without a copy: replicas() ids, or null if not in the table.
+  const uint32_t* ownersOf(uint64_t fileId) const;
+  bool contains(uint64_t fileId) const;
+  // Bytes assigned to `nodeId` (replicas count once per owner).
+  uint64_t ownedBytes(uint32_t nodeId) const;
+  // False when the dataset (times the replicas) exceeds kFill of the live
+  // members' capacity: some owners then hold more than their cache.
+  bool fits() const { return fits_; }
+  uint64_t datasetBytes() const { return datasetBytes_; }
+  unsigned replicas() const { return k_; }
+
+ private:
+  // Sorted file ids (binary search: 8 bytes a file, not a hash node's ~40)
+  // and k owners per file at the same position, best first.
+  std::vector<uint64_t> ids_;
+  std::vector<uint32_t> owners_;
+  std::unordered_map<uint32_t, uint64_t> owned_;  // nodeId -> bytes
+  unsigned k_ = 0;
+  bool fits_ = true;
+  uint64_t datasetBytes_ = 0;
+};
+
+}  // namespace epochfs::transport

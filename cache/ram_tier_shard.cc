@@ -97,8 +97,7 @@ bool RamTier::Shard::evictOwned(uint64_t need, const ChunkKey& incoming,
       // Farthest next use among the coldest entries.
       uint64_t farthest = advisor->nextUse(victim->chunk->key);
       Entry* e = victim->prev;
-      for (int i = 1;
-           i < kVictimScan && e != &owned.head && farthest != EvictionAdvisor::kNever;
+      for (int i = 1; i < kVictimScan && e != &owned.head && farthest != EvictionAdvisor::kNever;
            ++i, e = e->prev) {
         const uint64_t use = advisor->nextUse(e->chunk->key);
         if (use > farthest) farthest = use, victim = e;
@@ -128,7 +127,8 @@ bool RamTier::Shard::admit(const ChunkRef& chunk, Class cls, const EvictionAdvis
     const uint64_t owned = lists_[kOwned].bytes + n;
     const uint64_t budget = (owned < capacity ? capacity - owned : 0) + guestExtra;
     evictGuests(0, budget, /*anyStaged=*/true, now, dropped);
-  } else if (n > guestBudget() || !evictGuests(n, guestBudget(), /*anyStaged=*/false, now, dropped)) {
+  } else if (n > guestBudget() ||
+             !evictGuests(n, guestBudget(), /*anyStaged=*/false, now, dropped)) {
     if (cls == kStaged) ++refused_;
     return false;
   }

@@ -23,7 +23,8 @@ PlacementTable PlacementTable::build(const std::vector<FileBytes>& files,
   }
   t.fits_ = known && kFill * total >= static_cast<double>(t.datasetBytes_) * t.k_;
   std::vector<double> limit(n, 0);
-  for (size_t i = 0; t.fits_ && i < n; ++i) limit[i] = kFill * static_cast<double>(capacityBytes[i]);
+  for (size_t i = 0; t.fits_ && i < n; ++i)
+    limit[i] = kFill * static_cast<double>(capacityBytes[i]);
   std::vector<double> used(n, 0);
 
   // Id order: the same on every node whatever order its snapshot listed.

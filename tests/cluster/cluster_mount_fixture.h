@@ -128,11 +128,14 @@ class ClusterMountTest : public MountTest {
           "--peers",           peers,
           "--listen",          "127.0.0.1:" + std::to_string(ports_[i]),
           "--secret-file",     i == wrongSecretNode ? wrong : secret_,
-          "--ram-cache",       std::to_string(ramBytes),
+          "--ram-cache",       std::to_string(nodeRam_.count(i) ? nodeRam_[i] : ramBytes),
           "--log-level",       "info",
           "--log-file",        root_ + "/log" + std::to_string(i),
           "--prefetch-window", "0"};
       args.insert(args.end(), extra.begin(), extra.end());
+      if (auto it = nodeExtra_.find(i); it != nodeExtra_.end()) {
+        args.insert(args.end(), it->second.begin(), it->second.end());
+      }
       // TEST-ONLY fault hook for one node: the daemon reads it at start.
       if (i == faultNode_) setenv("EPOCHFS_FAULT_PEER_FLIP", faultSpec_.c_str(), 1);
       auto srcIt = nodeSource_.find(i);
@@ -237,6 +240,8 @@ class ClusterMountTest : public MountTest {
   int faultNode_ = -1;  // this node gets EPOCHFS_FAULT_PEER_FLIP=faultSpec_
   std::string faultSpec_;
   std::map<int, std::string> nodeSource_;  // a node's own source dir (default src_)
+  std::map<int, uint64_t> nodeRam_;        // a node's own --ram-cache (default: startCluster's)
+  std::map<int, std::vector<std::string>> nodeExtra_;  // options for one node only
   std::vector<uint16_t> ports_;
   std::vector<std::string> mnts_;
   std::map<std::string, uint64_t> hashes_;

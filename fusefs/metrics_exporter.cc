@@ -271,6 +271,9 @@ std::string MetricsExporter::render(const json& status, const json& stats,
   if (members.is_object()) {
     w.one("epochfs_peers_live", "gauge", "Members in placement (this node included).",
           num(members, "live_peers"));
+    w.one("epochfs_cluster_fits", "gauge",
+          "1 while the dataset fits 95% of the live members' caches, 0 when it does not.",
+          members.value("fits", true) ? 1 : 0);
     w.one("epochfs_peers_suspect", "gauge",
           "Peers suspect now (missed a deadline or sent bad payloads).",
           num(members, "suspect_peers"));

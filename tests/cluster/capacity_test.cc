@@ -88,8 +88,8 @@ class ClusterCapacityTest : public ClusterMountTest {
     std::vector<std::thread> ts;
     for (size_t i = 0; i < mnts_.size(); ++i) {
       ts.emplace_back([this, i, e, &onNode1] {
-        readEpoch(mnts_[i], static_cast<uint64_t>(e) * 1000 + i,
-                  nullptr, i == 1 ? onNode1 : std::function<void(size_t)>());
+        readEpoch(mnts_[i], static_cast<uint64_t>(e) * 1000 + i, nullptr,
+                  i == 1 ? onNode1 : std::function<void(size_t)>());
       });
     }
     for (auto& t : ts) t.join();
@@ -130,13 +130,12 @@ class ClusterCapacityTest : public ClusterMountTest {
     }
     for (const auto& m : mnts_) {
       const auto s = stats(m);
-      std::printf("%s: RAM owned %.1f MiB (%llu evicted), guests %.1f MiB (%llu evicted)\n",
-                  m.c_str(), counter(s, "tiers.ram.owned.bytes").value_or(0) / 1048576.0,
-                  static_cast<unsigned long long>(
-                      counter(s, "tiers.ram.owned.evictions").value_or(0)),
-                  counter(s, "tiers.ram.guest.bytes").value_or(0) / 1048576.0,
-                  static_cast<unsigned long long>(
-                      counter(s, "tiers.ram.guest.evictions").value_or(0)));
+      std::printf(
+          "%s: RAM owned %.1f MiB (%llu evicted), guests %.1f MiB (%llu evicted)\n", m.c_str(),
+          counter(s, "tiers.ram.owned.bytes").value_or(0) / 1048576.0,
+          static_cast<unsigned long long>(counter(s, "tiers.ram.owned.evictions").value_or(0)),
+          counter(s, "tiers.ram.guest.bytes").value_or(0) / 1048576.0,
+          static_cast<unsigned long long>(counter(s, "tiers.ram.guest.evictions").value_or(0)));
     }
     for (int e = 2; e <= lastEpoch; ++e) {
       t0 = timeouts();
@@ -277,8 +276,8 @@ TEST_F(ClusterCapacityTest, UndersizedClusterWithOrderReadsLittleAfterEpochOne) 
     for (auto& t : ts) t.join();
     EXPECT_TRUE(dropPageCache());
     const SourceReads r = take(opens);
-    std::printf("undersized, epoch %d: %.1f MiB from the source (%.2f D)\n", e,
-                r.bytes / 1048576.0, static_cast<double>(r.bytes) / dataset_);
+    std::printf("undersized, epoch %d: %.1f MiB from the source (%.2f D)\n", e, r.bytes / 1048576.0,
+                static_cast<double>(r.bytes) / dataset_);
     if (e > 1) {
       EXPECT_LE(static_cast<double>(r.bytes), 0.25 * static_cast<double>(dataset_));
     }

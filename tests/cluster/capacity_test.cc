@@ -19,6 +19,11 @@ class ClusterCapacityTest : public ClusterMountTest {
  protected:
   static constexpr int kFiles = 2000;
 
+  void SetUp() override {
+    ClusterMountTest::SetUp();
+    readBuffer_ = 32 * 1024;  // several READs for a third of the files, as a loader's reads
+  }
+
   // Sizes log-normal with median 100,000 bytes and sigma 0.5 (mean ~113 KB,
   // ~30 % over 128 KiB), at most one 1 MiB chunk each.
   void makeLogNormalDataset(int files) {
@@ -267,7 +272,7 @@ TEST_F(ClusterCapacityTest, UndersizedClusterWithOrderReadsLittleAfterEpochOne) 
       ASSERT_EQ(r.exitCode, 0) << r.describe();
       ts.emplace_back([this, node, mine] {
         for (const auto& f : mine) {
-          ReadResult rr = readFile(mnts_[node] + "/" + f);
+          ReadResult rr = readFile(mnts_[node] + "/" + f, readBuffer_);
           EXPECT_EQ(rr.err, 0) << f;
           EXPECT_EQ(xxh3(rr.data), hashes_[f]) << f << " differs";
         }

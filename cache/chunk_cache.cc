@@ -47,6 +47,8 @@ Result<ChunkRef> ChunkCache::lookupOrFetch(const std::string& relPath, const Fil
   bool staged = false;
   if (ChunkRef c = ram_.find(key, id, &staged)) {
     tier = staged ? Tier::kStaging : Tier::kRam;
+    // Peer prefetch wants a guest that is here already: keep it for the read.
+    if (toStaging && !staged) ram_.claimStaged(key);
     return c;
   }
   if (disk_ != nullptr) {

@@ -79,6 +79,15 @@ uint64_t RamTier::stagingRoom() const {
   return room;
 }
 
+void RamTier::claimStaged(const ChunkKey& key) {
+  Shard& s = shardFor(key.hash);
+  std::lock_guard<std::mutex> lock(s.mu);
+  Shard::Entry* e = s.find(key.hash);
+  if (e == nullptr || e->cls != Shard::kGuest) return;
+  e->stagedAt = Shard::Clock::now();
+  s.changeClass(e, Shard::kStaged);
+}
+
 bool RamTier::contains(const ChunkKey& key) const {
   Shard& s = shardFor(key.hash);
   std::lock_guard<std::mutex> lock(s.mu);
@@ -185,7 +194,7 @@ uint64_t RamTier::reclassify() {
 void RamTier::clear() {
   for (size_t i = 0; i < shardCount_; ++i) {
     Shard& s = shards_[i];
-    std::unordered_map<uint64_t, Shard::Entry> gone;  // freed after the lock
+    std::vector<ChunkRef> gone;  // freed after the lock
     std::lock_guard<std::mutex> lock(s.mu);
     s.clear(gone);
   }

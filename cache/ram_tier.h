@@ -16,8 +16,9 @@
 //   and never go to disk (ChunkCache writes only source reads through). A
 //   guest fetched ahead of its read by peer prefetch is *staged*: it is not
 //   evicted for other guests until its read was consumed or it is stale
-//   (`staleAfter` unread: its reader left the plan); a full budget of fresh
-//   staged guests refuses the next one.
+//   (`staleAfter` unread: its reader left the plan). Staged guests together
+//   stay within `guestExtraBytes`; when fresh ones fill that, the next is
+//   refused.
 // Which class a chunk belongs to is asked of an OwnershipView at insert; after
 // a membership change reclassify() moves every chunk to its new class in place
 // (no re-read).
@@ -86,9 +87,13 @@ class RamTier : public ChunkStore {
   bool insert(const ChunkRef& chunk) override;
   // Admits a guest fetched ahead of its read (peer prefetch) as staged.
   bool stage(const ChunkRef& chunk);
-  // Bytes stage() would take now without refusing (its budget less the
-  // fresh staged guests).
+  // Bytes stage() would take now without refusing: the guests' budget, at
+  // most the extra (the prefetch memory), less the fresh staged guests.
   uint64_t stagingRoom() const;
+  // Peer prefetch found the chunk resident already: a plain guest becomes
+  // staged (kept for its read like a fetched one); owned chunks are left as
+  // they are.
+  void claimStaged(const ChunkKey& key);
   bool contains(const ChunkKey& key) const override;
   void erase(const ChunkKey& key) override;
   // The chunk's read was consumed: it becomes the first to go of its class
@@ -105,7 +110,9 @@ class RamTier : public ChunkStore {
   ClassUsage guests() const;
   StagedUsage staged() const;
 
-  // Drops every chunk (not counted as evictions).
+  // Drops every chunk (not counted as evictions) but the staged guests: they
+  // are peer prefetch's fetches waiting for their read (the prefetcher's, not
+  // the cache's), and leave when read, consumed or stale.
   void clear();
 
   // Installs the advisor consulted on eviction (null: plain LRU). Not owned;

@@ -1,5 +1,6 @@
 #include "cache/ram_tier_shard.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace epochfs::cache {
@@ -86,6 +87,17 @@ bool RamTier::Shard::evictGuests(uint64_t need, uint64_t budget, bool anyStaged,
   return true;
 }
 
+bool RamTier::Shard::evictStaleStaged(uint64_t need, Clock::time_point now,
+                                      std::vector<ChunkRef>& dropped) {
+  List& st = lists_[kStaged];
+  while (st.bytes + need > guestExtra) {
+    if (st.empty() || !stale(st.coldest(), now)) return false;
+    ++evictions_[kStaged];
+    dropped.push_back(drop(st.coldest()));
+  }
+  return true;
+}
+
 bool RamTier::Shard::evictOwned(uint64_t need, const ChunkKey& incoming,
                                 const EvictionAdvisor* advisor, std::vector<ChunkRef>& dropped) {
   List& owned = lists_[kOwned];
@@ -127,10 +139,15 @@ bool RamTier::Shard::admit(const ChunkRef& chunk, Class cls, const EvictionAdvis
     const uint64_t owned = lists_[kOwned].bytes + n;
     const uint64_t budget = (owned < capacity ? capacity - owned : 0) + guestExtra;
     evictGuests(0, budget, /*anyStaged=*/true, now, dropped);
-  } else if (n > guestBudget() ||
-             !evictGuests(n, guestBudget(), /*anyStaged=*/false, now, dropped)) {
-    if (cls == kStaged) ++refused_;
-    return false;
+  } else {
+    const uint64_t budget = guestBudget();
+    bool fits = n <= budget && evictGuests(n, budget, /*anyStaged=*/false, now, dropped);
+    // Staged guests together stay within the extra (the prefetch memory).
+    if (fits && cls == kStaged) fits = evictStaleStaged(n, now, dropped);
+    if (!fits) {
+      if (cls == kStaged) ++refused_;
+      return false;
+    }
   }
   Entry* e = &map_.try_emplace(hash).first->second;
   e->chunk = chunk;
@@ -154,15 +171,15 @@ uint64_t RamTier::Shard::stagingRoom(Clock::time_point now) const {
   uint64_t fresh = st.bytes;
   // The oldest staged guest, once stale, gives way to a new one.
   if (!st.empty() && stale(st.head.prev, now)) fresh -= st.head.prev->chunk->size();
-  const uint64_t budget = guestBudget();
+  // Staged guests are bounded by the extra (the prefetch memory) as well:
+  // the free room of the own share is for guests the readers already use.
+  const uint64_t budget = std::min(guestBudget(), guestExtra);
   return budget > fresh ? budget - fresh : 0;
 }
 
-void RamTier::Shard::clear(std::unordered_map<uint64_t, Entry>& gone) {
-  gone.swap(map_);
-  for (List& l : lists_) {
-    l.head.prev = l.head.next = &l.head;
-    l.bytes = l.chunks = 0;
+void RamTier::Shard::clear(std::vector<ChunkRef>& gone) {
+  for (Class c : {kOwned, kGuest}) {
+    while (!lists_[c].empty()) gone.push_back(drop(lists_[c].coldest()));
   }
 }
 

@@ -66,7 +66,8 @@ class alignas(64) RamTier::Shard {
   void enforceBudgets(std::vector<ChunkRef>& dropped);
   // Bytes a staged guest could take now.
   uint64_t stagingRoom(Clock::time_point now) const;
-  void clear(std::unordered_map<uint64_t, Entry>& gone);
+  // Drops every entry but the staged guests (into `gone`).
+  void clear(std::vector<ChunkRef>& gone);
 
   const List& list(Class c) const { return lists_[c]; }
   uint64_t evictions(Class c) const { return evictions_[c]; }
@@ -95,6 +96,9 @@ class alignas(64) RamTier::Shard {
   // `anyStaged`, else only stale ones). False if it cannot make the room.
   bool evictGuests(uint64_t need, uint64_t budget, bool anyStaged, Clock::time_point now,
                    std::vector<ChunkRef>& dropped);
+  // Evicts stale staged guests until `need` more staged bytes fit within
+  // guestExtra; false if the fresh ones fill it.
+  bool evictStaleStaged(uint64_t need, Clock::time_point now, std::vector<ChunkRef>& dropped);
   // Evicts owned chunks until `need` more owned bytes fit; false when the
   // advisor says the newcomer is needed after every candidate victim.
   bool evictOwned(uint64_t need, const ChunkKey& incoming, const EvictionAdvisor* advisor,

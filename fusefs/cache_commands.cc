@@ -225,8 +225,9 @@ json CacheCommands::evict(const json& req, AdminSession& s) {
   if (req.value("all", false)) {
     if (ram) {
       const auto u = ram_.usage();
+      const auto staged = ram_.staged();  // clear() keeps them (peer prefetch's)
       ram_.clear();
-      chunks += u.chunks, bytes += u.bytesUsed;
+      chunks += u.chunks - staged.chunks, bytes += u.bytesUsed - staged.bytes;
     }
     if (auto* d = dynamic_cast<cache::DiskTier*>(cache_.disk()); d != nullptr && disk) {
       const auto u = d->usage();

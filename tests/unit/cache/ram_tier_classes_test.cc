@@ -153,46 +153,71 @@ TEST(RamTierClassesTest, ReclassifyMovesChunksBetweenClassesInPlace) {
   EXPECT_EQ(rig.tier.guests().bytes, 0u);
 }
 
-// Pass: staged guests (peer prefetch) are not evicted for other guests while
-// fresh; a full staging room refuses the next one; stagingRoom() says so;
-// demote (its read consumed) makes a staged guest a plain one; release drops
-// a guest at once and only demotes an owned chunk; owned inserts take the
-// room of staged guests too.
+// Pass: staged guests (peer prefetch) stay within the extra and are not
+// evicted for plain guests while fresh; a full staging room refuses the next
+// one and stagingRoom() says so; demote (its read consumed) makes a staged
+// guest a plain one; owned chunks take plain guests' room first; release drops
+// a guest at once and only demotes an owned chunk.
 TEST(RamTierClassesTest, StagedGuestsWaitForTheirRead) {
-  Rig rig(40 * kKiB, 0);
+  Rig rig(40 * kKiB, 20 * kKiB);  // guests: 60 KiB while nothing is owned, staged: 20
   auto s1 = rig.guest(101, 10 * kKiB), s2 = rig.guest(102, 10 * kKiB);
   ASSERT_TRUE(rig.tier.stage(s1));
+  EXPECT_EQ(rig.tier.stagingRoom(), 10 * kKiB);
   ASSERT_TRUE(rig.tier.stage(s2));
-  EXPECT_EQ(rig.tier.stagingRoom(), 20 * kKiB);
-  ASSERT_TRUE(rig.tier.stage(rig.guest(103, 10 * kKiB)));
-  ASSERT_TRUE(rig.tier.stage(rig.guest(104, 10 * kKiB)));
   EXPECT_EQ(rig.tier.stagingRoom(), 0u);
-  EXPECT_FALSE(rig.tier.stage(rig.guest(105, 10 * kKiB)));
-  EXPECT_FALSE(rig.tier.insert(rig.guest(106, 10 * kKiB))) << "a demand guest evicted a staged one";
+  EXPECT_FALSE(rig.tier.stage(rig.guest(103, 10 * kKiB)));
   EXPECT_EQ(rig.tier.staged().refused, 1u);
+  std::vector<ChunkRef> plain;
+  for (uint64_t f = 106; f <= 110; ++f) {
+    plain.push_back(rig.guest(f, 10 * kKiB));
+    ASSERT_TRUE(rig.tier.insert(plain.back()));
+  }
+  EXPECT_FALSE(has(rig.tier, plain[0])) << "the coldest plain guest goes, not a staged one";
+  EXPECT_TRUE(has(rig.tier, s1) && has(rig.tier, s2));
   bool staged = false;
   EXPECT_NE(rig.tier.find(s1->key, s1->identity, &staged), nullptr);
   EXPECT_TRUE(staged);
-  rig.tier.demote(s1->key);  // read consumed: a plain guest, first to go
+  rig.tier.demote(s1->key);  // read consumed: a plain guest now
   EXPECT_NE(rig.tier.find(s1->key, s1->identity, &staged), nullptr);
   EXPECT_FALSE(staged);
-  ASSERT_TRUE(rig.tier.insert(rig.guest(106, 10 * kKiB)));
-  EXPECT_FALSE(has(rig.tier, s1));
+  EXPECT_EQ(rig.tier.stagingRoom(), 10 * kKiB);
+  auto o = chunk(1, 30 * kKiB);  // guests' budget drops to 30 KiB: three plain ones go
+  ASSERT_TRUE(rig.tier.insert(o));
+  EXPECT_TRUE(has(rig.tier, s2)) << "a staged guest went while plain ones were left";
+  EXPECT_EQ(rig.tier.guests().bytes, 30 * kKiB);
   rig.tier.release(s2->key);
   EXPECT_FALSE(has(rig.tier, s2));
-  auto o = chunk(1, 30 * kKiB);
-  ASSERT_TRUE(rig.tier.insert(o));
   rig.tier.release(o->key);
   EXPECT_TRUE(has(rig.tier, o)) << "release dropped an owned chunk";
   EXPECT_EQ(rig.tier.owned().bytes, 30 * kKiB);
-  EXPECT_LE(rig.tier.guests().bytes, 10 * kKiB);
-  EXPECT_EQ(rig.tier.staged().admitted, 4u);
+  EXPECT_EQ(rig.tier.staged().admitted, 2u);
+  EXPECT_EQ(rig.tier.owned().evictions, 0u);
+}
+
+// Pass: peer prefetch claiming a resident plain guest makes it staged (kept
+// for its read); an owned chunk is not touched; staging room is at most the
+// extra.
+TEST(RamTierClassesTest, ClaimingAResidentGuestStagesIt) {
+  Rig rig(40 * kKiB, 10 * kKiB);
+  auto g = rig.guest(101, 10 * kKiB);
+  auto o = chunk(1, 10 * kKiB);
+  ASSERT_TRUE(rig.tier.insert(g));
+  ASSERT_TRUE(rig.tier.insert(o));
+  EXPECT_EQ(rig.tier.stagingRoom(), 10 * kKiB);
+  rig.tier.claimStaged(g->key);
+  rig.tier.claimStaged(o->key);
+  EXPECT_EQ(rig.tier.staged().chunks, 1u);
+  EXPECT_EQ(rig.tier.owned().chunks, 1u);
+  bool staged = false;
+  EXPECT_NE(rig.tier.find(g->key, g->identity, &staged), nullptr);
+  EXPECT_TRUE(staged);
+  EXPECT_EQ(rig.tier.stagingRoom(), 0u);
 }
 
 // Pass: a staged guest unread for staleAfter (its reader left the plan) gives
 // way to a new one.
 TEST(RamTierClassesTest, StaleStagedGuestsGiveWay) {
-  Rig rig(20 * kKiB, 0, 0ms);
+  Rig rig(20 * kKiB, 20 * kKiB, 0ms);
   auto s1 = rig.guest(101, 10 * kKiB), s2 = rig.guest(102, 10 * kKiB);
   ASSERT_TRUE(rig.tier.stage(s1));
   ASSERT_TRUE(rig.tier.stage(s2));

@@ -139,6 +139,30 @@ TEST(PeerPrefetchTest, OtherNodesFilesAreStagedAsGuestsAndLeaveOnceRead) {
   EXPECT_EQ(rig.prefetcher->stats()[0].stalls, 0u);
 }
 
+// Pass: with an order registered, a consumed guest whose next use is within
+// the prefetch window stays in the RAM tier (no second fetch for it), and one
+// whose next use lies beyond the window leaves at once.
+TEST(PeerPrefetchTest, ConsumedGuestStaysOnlyWhenNeededWithinTheWindow) {
+  StagingRig rig;  // window: 64 entries
+  std::vector<PlanEntry> plan;
+  const PlanEntry soon = rig.add("peer-soon", 3000), late = rig.add("peer-late", 3000);
+  plan.push_back(soon);
+  plan.push_back(late);
+  for (int i = 0; i < 100; ++i) {
+    plan.push_back(rig.add("own" + std::to_string(i), 1000));
+    if (i == 10) plan.push_back(soon);  // needed again 11 entries on
+  }
+  plan.push_back(late);  // needed again 100 entries on: beyond the window
+  rig.prefetcher->setPlan(std::make_shared<const AccessPlan>(0, 0, 0, plan));
+  ASSERT_TRUE(
+      waitFor([&] { return rig.ram.contains(rig.key(soon)) && rig.ram.contains(rig.key(late)); }));
+  rig.read(soon);
+  rig.read(late);
+  EXPECT_TRUE(rig.ram.contains(rig.key(soon))) << "needed again within the window";
+  EXPECT_FALSE(rig.ram.contains(rig.key(late))) << "needed only beyond the window";
+  EXPECT_EQ(rig.ram.owned().evictions, 0u);
+}
+
 // Pass: a file named by two streams (another rank, or the next epoch) is
 // consumed in one stream only: the one where it is nearest the position.
 TEST(PeerPrefetchTest, OneReadConsumesOneEntryOfOneStream) {

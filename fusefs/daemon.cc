@@ -271,6 +271,7 @@ json Daemon::peersJson() const {
               {"replicas", c.replicas},
               {"integrity", c.macPayloads ? "mac" : "checksum"},
               {"deadline_ms", c.deadline.count()},
+              {"placement_ready", fit.ready},
               {"fits", fit.fits},
               {"dataset_bytes", fit.datasetBytes},
               {"live_capacity_bytes", fit.liveCapacityBytes},

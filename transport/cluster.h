@@ -114,6 +114,7 @@ class Cluster : public cache::PeerSource {
   // Whether the dataset fits the live members' capacity (PlacementTable::fits;
   // true without a file list), and the figures behind it.
   struct Fit {
+    bool ready = true;  // the bounded-load table of the current live set is built
     bool fits = true;
     uint64_t datasetBytes = 0;
     uint64_t liveCapacityBytes = 0;

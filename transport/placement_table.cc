@@ -28,44 +28,51 @@ PlacementTable PlacementTable::build(const std::vector<FileBytes>& files,
   std::vector<double> used(n, 0);
 
   // Id order: the same on every node whatever order its snapshot listed.
-  std::vector<const FileBytes*> order;
-  order.reserve(files.size());
-  for (const auto& f : files) order.push_back(&f);
+  std::vector<FileBytes> order(files);
   std::sort(order.begin(), order.end(),
-            [](const FileBytes* a, const FileBytes* b) { return a->fileId < b->fileId; });
+            [](const FileBytes& a, const FileBytes& b) { return a.fileId < b.fileId; });
 
   t.ids_.reserve(files.size());
   t.owners_.reserve(files.size() * t.k_);
-  std::vector<std::pair<double, size_t>> scored(n);
+  std::vector<double> score(n);
+  std::vector<char> taken(n);
   std::vector<size_t> picked;
-  for (const FileBytes* f : order) {
-    if (!t.ids_.empty() && t.ids_.back() == f->fileId) continue;  // a duplicate: the first counts
+  // The best not yet picked (ties: the lower node id), among those with
+  // room for `bytes` when `bounded`; n if none.
+  auto best = [&](double bytes, bool bounded) {
+    size_t b = n;
     for (size_t i = 0; i < n; ++i) {
-      scored[i] = {rendezvousScore(f->fileId, live[i].nodeId, live[i].weight), i};
+      if (taken[i] || (bounded && used[i] + bytes > limit[i])) continue;
+      if (b == n || score[i] > score[b] ||
+          (score[i] == score[b] && live[i].nodeId < live[b].nodeId))
+        b = i;
     }
-    std::sort(scored.begin(), scored.end(), [&](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first > b.first : live[a.second].nodeId < live[b.second].nodeId;
-    });
+    return b;
+  };
+  for (const FileBytes& file : order) {
+    const FileBytes* f = &file;
+    if (!t.ids_.empty() && t.ids_.back() == f->fileId) continue;  // a duplicate: the first counts
+    for (size_t i = 0; i < n; ++i)
+      score[i] = rendezvousScore(f->fileId, live[i].nodeId, live[i].weight);
+    std::fill(taken.begin(), taken.end(), 0);
     picked.clear();
     const double bytes = static_cast<double>(f->bytes);
-    if (t.fits_) {
-      for (const auto& [score, i] : scored) {
-        if (picked.size() == t.k_) break;
-        if (used[i] + bytes <= limit[i]) picked.push_back(i);
+    // The best owners with room; where there are not enough, the best by score.
+    for (bool bounded : {t.fits_, false}) {
+      while (picked.size() < t.k_) {
+        const size_t i = best(bytes, bounded);
+        if (i == n) break;
+        taken[i] = 1;
+        picked.push_back(i);
       }
-    }
-    // Not enough room anywhere (or no bounds): the best by score.
-    for (const auto& [score, i] : scored) {
-      if (picked.size() == t.k_) break;
-      if (std::find(picked.begin(), picked.end(), i) == picked.end()) picked.push_back(i);
     }
     t.ids_.push_back(f->fileId);
     for (size_t i : picked) {
       used[i] += bytes;
       t.owners_.push_back(live[i].nodeId);
-      t.owned_[live[i].nodeId] += f->bytes;
     }
   }
+  for (size_t i = 0; i < n; ++i) t.owned_[live[i].nodeId] = static_cast<uint64_t>(used[i]);
   return t;
 }
 

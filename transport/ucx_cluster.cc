@@ -76,6 +76,14 @@ UcxCluster::UcxCluster(const ClusterConfig& config, ServeFn serve)
                                             op.chunk = std::move(r.chunk);
                                             post(std::move(op));
                                           });
+  for (const auto& f : cfg_.files) datasetBytes_ += f.bytes;
+  if (!cfg_.files.empty()) {
+    placer_ = std::make_unique<PlacementBuilder>(
+        cfg_.files, cfg_.replicas,
+        [this](std::shared_ptr<const PlacementTable> t, uint64_t generation) {
+          installTable(std::move(t), generation);
+        });
+  }
   recomputeLive();
 }
 
@@ -126,6 +134,7 @@ Status UcxCluster::init() {
 }
 
 UcxCluster::~UcxCluster() {
+  placer_.reset();  // its callback uses everything below
   stop_ = true;
   if (wakeFd_ >= 0) {
     uint64_t one = 1;

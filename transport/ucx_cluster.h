@@ -33,6 +33,7 @@
 #include "transport/cluster.h"
 #include "transport/peer_auth.h"
 #include "transport/placement.h"
+#include "transport/placement_builder.h"
 #include "transport/placement_table.h"
 #include "transport/receive_buffer_pool.h"
 #include "transport/wire_format.h"
@@ -148,6 +149,8 @@ class UcxCluster final : public Cluster {
   void markSuspect(Peer& p, Clock::time_point now);
   void setState(Peer& p, State s);
   void recomputeLive();
+  // Called by placer_ with the table built for live-set `generation`.
+  void installTable(std::shared_ptr<const PlacementTable> table, uint64_t generation);
   void complete(const std::shared_ptr<Pending>& p, cache::Status s);
   void sendRequest(const std::shared_ptr<Pending>& p);
   void sendReply(Op& op);
@@ -216,8 +219,14 @@ class UcxCluster final : public Cluster {
 
   mutable std::shared_mutex liveMu_;
   std::vector<Candidate> live_;
-  std::shared_ptr<const PlacementTable> table_;  // null without cfg_.files
+  // Bounded-load placement over cfg_.files: null without them, and while the
+  // table of the current live set is being built (plain rendezvous then).
+  std::shared_ptr<const PlacementTable> table_;
   uint64_t liveCapacity_ = 0;
+  bool liveCapacityKnown_ = false;            // every live member announced its capacity
+  uint64_t datasetBytes_ = 0;                 // of cfg_.files
+  uint64_t liveGeneration_ = 0;               // +1 per live-set change; names the table wanted
+  std::unique_ptr<PlacementBuilder> placer_;  // null without cfg_.files
 
   mutable std::mutex infoMu_;
 };

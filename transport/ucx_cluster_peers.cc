@@ -116,23 +116,40 @@ void UcxCluster::recomputeLive() {
   }
   // Weighted by capacity when every live member announced one, else equal.
   for (auto& c : live) c.weight = allKnown ? c.weight / 1073741824.0 : 1.0;
-  std::shared_ptr<const PlacementTable> table;
-  if (!cfg_.files.empty()) {
-    table = std::make_shared<const PlacementTable>(
-        PlacementTable::build(cfg_.files, live, capacities, cfg_.replicas));
-    if (!table->fits() && live.size() > 1) {
-      spdlog::warn(
-          "cluster: the dataset ({} MiB x {} replicas) does not fit {:.0f} % of the live "
-          "members' capacity ({} MiB): owned chunks will be evicted and re-read",
-          table->datasetBytes() >> 20, cfg_.replicas, PlacementTable::kFill * 100,
-          liveCapacity >> 20);
-    }
-  }
+  const std::vector<Candidate> forTable = placer_ ? live : std::vector<Candidate>{};
+  uint64_t generation = 0;
   {
     std::unique_lock<std::shared_mutex> lock(liveMu_);
     live_ = std::move(live);
-    table_ = std::move(table);
     liveCapacity_ = liveCapacity;
+    liveCapacityKnown_ = allKnown;
+    generation = ++liveGeneration_;
+    // The old table names members that left or misses ones that came: plain
+    // rendezvous until the new one is built (placement_builder.h).
+    table_.reset();
+  }
+  if (placer_) {
+    placer_->request(forTable, std::move(capacities), generation);
+  } else if (cfg_.onPlacementChange) {
+    cfg_.onPlacementChange();
+  }
+}
+
+void UcxCluster::installTable(std::shared_ptr<const PlacementTable> table, uint64_t generation) {
+  size_t live = 0;
+  uint64_t capacity = 0;
+  {
+    std::unique_lock<std::shared_mutex> lock(liveMu_);
+    if (generation != liveGeneration_) return;  // the live set changed again: a newer one comes
+    live = live_.size();
+    capacity = liveCapacity_;
+    table_ = table;
+  }
+  if (!table->fits() && live > 1) {
+    spdlog::warn(
+        "cluster: the dataset ({} MiB x {} replicas) does not fit {:.0f} % of the live "
+        "members' capacity ({} MiB): owned chunks will be evicted and re-read",
+        table->datasetBytes() >> 20, cfg_.replicas, PlacementTable::kFill * 100, capacity >> 20);
   }
   if (cfg_.onPlacementChange) cfg_.onPlacementChange();
 }
@@ -221,9 +238,12 @@ Cluster::Fit UcxCluster::fit() const {
   Fit f;
   f.replicas = cfg_.replicas;
   f.liveCapacityBytes = liveCapacity_;
-  if (table_ != nullptr) {
-    f.fits = table_->fits() || live_.size() <= 1;
-    f.datasetBytes = table_->datasetBytes();
+  f.datasetBytes = datasetBytes_;
+  f.ready = placer_ == nullptr || table_ != nullptr;
+  // The test PlacementTable::build makes, without waiting for the table.
+  if (placer_ != nullptr && live_.size() > 1) {
+    f.fits = liveCapacityKnown_ && PlacementTable::kFill * static_cast<double>(liveCapacity_) >=
+                                       static_cast<double>(datasetBytes_) * cfg_.replicas;
   }
   return f;
 }

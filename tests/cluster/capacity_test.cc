@@ -68,11 +68,25 @@ class ClusterCapacityTest : public ClusterMountTest {
     return n;
   }
 
+  // Waits until every node has built the placement table of the full cluster
+  // (transport/placement_builder.h: built off the progress thread).
+  bool waitPlacementReady() {
+    const auto until = Clock::now() + std::chrono::seconds(15);
+    for (const auto& m : mnts_) {
+      while (!admin("peers", m).value("placement_ready", false)) {
+        if (Clock::now() > until) return false;
+        usleep(20000);
+      }
+    }
+    return true;
+  }
+
   // Starts the cluster, checks that every live node's owned bytes are at most
   // 95 % of its capacity (the realized share fits), returns the owned bytes.
   std::vector<uint64_t> startAndCheckShares(int n, uint64_t ram,
                                             const std::vector<std::string>& extra) {
     if (!startCluster(n, ram, extra)) return {};
+    EXPECT_TRUE(waitPlacementReady());
     std::vector<uint64_t> owned(static_cast<size_t>(n), 0);
     const auto peers = admin("peers", mnts_[0]);
     EXPECT_TRUE(peers.value("fits", false)) << peers.dump();
@@ -234,6 +248,7 @@ TEST_F(ClusterCapacityTest, KilledWorkerRestartsEmptyAndRefillsItsShare) {
     }
   }
   EXPECT_NE(daemonPid(mnts_[1]), worker) << "the supervisor did not start a new worker";
+  EXPECT_TRUE(waitPlacementReady());
   const SourceReads e3 = epoch(opens, 3);
   std::printf("share of node 1: %.1f MiB; source: epoch 2 %.1f MiB, epoch 3 %.1f MiB\n",
               owned[1] / 1048576.0, e2.bytes / 1048576.0, e3.bytes / 1048576.0);
@@ -250,6 +265,7 @@ TEST_F(ClusterCapacityTest, KilledWorkerRestartsEmptyAndRefillsItsShare) {
 TEST_F(ClusterCapacityTest, UndersizedClusterWithOrderReadsLittleAfterEpochOne) {
   makeLogNormalDataset(kFiles);
   ASSERT_TRUE(startCluster(4, dataset_ / 5, guestRoom_));
+  ASSERT_TRUE(waitPlacementReady());
   EXPECT_FALSE(admin("peers", mnts_[0]).value("fits", true));
   EXPECT_FALSE(admin("status", mnts_[0])["members"].value("fits", true));
   std::vector<std::string> files;

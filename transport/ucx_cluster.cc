@@ -134,7 +134,6 @@ Status UcxCluster::init() {
 }
 
 UcxCluster::~UcxCluster() {
-  placer_.reset();  // its callback uses everything below
   stop_ = true;
   if (wakeFd_ >= 0) {
     uint64_t one = 1;
@@ -142,6 +141,9 @@ UcxCluster::~UcxCluster() {
   }
   if (progress_.joinable()) progress_.join();
   server_->stop();
+  // After the progress thread (which requests tables) and before the members
+  // its callback uses go.
+  placer_.reset();
   if (context_ != nullptr) ucp_cleanup(context_);
   if (wakeFd_ >= 0) close(wakeFd_);
   if (epollFd_ >= 0) close(epollFd_);

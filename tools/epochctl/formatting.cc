@@ -102,6 +102,17 @@ std::string formatStats(const json& s) {
                   src ? "-" : std::to_string(t.value("evictions", uint64_t{0})).c_str());
     o << line;
   }
+  // Cluster mode: the RAM tier's own share and guests (docs/CLUSTER.md "Capacity").
+  const json& ram = s["tiers"]["ram"];
+  const bool hadGuests =
+      ram.contains("guest") && (ram["guest"].value("chunks", uint64_t{0}) > 0 ||
+                                ram["guest"].value("evictions", uint64_t{0}) > 0);
+  if (hadGuests) {
+    o << "ram held:  owned " << humanBytes(ram["owned"].value("bytes", uint64_t{0})) << " ("
+      << ram["owned"].value("evictions", uint64_t{0}) << " evicted), guests "
+      << humanBytes(ram["guest"].value("bytes", uint64_t{0})) << " ("
+      << ram["guest"].value("evictions", uint64_t{0}) << " evicted)\n";
+  }
   if (s["tiers"].contains("disk") && s["tiers"]["disk"].contains("healthy")) {
     const json& d = s["tiers"]["disk"];
     const bool healthy = d.value("healthy", true);

@@ -6,8 +6,11 @@
 // and staged guests' protection, staleness and room.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <random>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "cache/chunk.h"
@@ -239,6 +242,78 @@ TEST(RamTierClassesTest, NoViewMeansOwnedAndVersionsAreChecked) {
   other.inode = 99;
   EXPECT_EQ(tier.lookup(c->key, other), nullptr);
   EXPECT_FALSE(tier.contains(c->key)) << "a stale version stays";
+}
+
+}  // namespace
+}  // namespace epochfs::cache
+
+namespace epochfs::cache {
+namespace {
+
+// A view whose answers flip while readers run (membership changes).
+class FlippingOwnership : public OwnershipView {
+ public:
+  bool ownedHere(uint64_t fileId) const override {
+    return ((fileId + flip.load(std::memory_order_relaxed)) % 3) != 0;
+  }
+  std::atomic<uint64_t> flip{0};
+};
+
+// Pass: 4 threads inserting, staging, reading, demoting and releasing while
+// a fifth reclassifies under a changing view; the budgets hold at the end
+// (owned ≤ capacity, everything ≤ capacity + extra, staged ≤ extra) and the
+// per-class counts add up to the tier's.
+TEST(RamTierClassesTest, BudgetsHoldUnderConcurrentUseAndReclassify) {
+  constexpr uint64_t kCap = 2 * kKiB * 1024, kExtra = 512 * kKiB;
+  FlippingOwnership view;
+  RamTier tier(kCap, kExtra);
+  tier.setOwnership(&view);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([&, t] {
+      std::mt19937_64 rng(static_cast<uint64_t>(t));
+      for (int i = 0; i < 20000; ++i) {
+        const uint64_t f = rng() % 600;
+        auto c = chunk(f, 4 * kKiB + (f % 8) * kKiB);
+        switch (rng() % 5) {
+          case 0:
+            tier.stage(c);
+            break;
+          case 1:
+            tier.find(c->key, c->identity, nullptr);
+            break;
+          case 2:
+            tier.demote(c->key);
+            break;
+          case 3:
+            tier.release(c->key);
+            break;
+          default:
+            tier.insert(c);
+        }
+      }
+    });
+  }
+  std::thread flipper([&] {
+    while (!stop.load()) {
+      view.flip.fetch_add(1);
+      tier.reclassify();
+      std::this_thread::yield();
+    }
+  });
+  for (auto& t : ts) t.join();
+  stop.store(true);
+  flipper.join();
+  tier.reclassify();
+  const auto owned = tier.owned(), guests = tier.guests();
+  const auto staged = tier.staged();
+  EXPECT_LE(owned.bytes, kCap);
+  EXPECT_LE(owned.bytes + guests.bytes, kCap + kExtra);
+  EXPECT_LE(staged.bytes, kExtra);
+  EXPECT_EQ(owned.bytes + guests.bytes, tier.usage().bytesUsed);
+  EXPECT_EQ(owned.chunks + guests.chunks, tier.usage().chunks);
+  tier.setOwnership(nullptr);
 }
 
 }  // namespace

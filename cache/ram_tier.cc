@@ -32,6 +32,14 @@ RamTier::Shard& RamTier::shardFor(uint64_t hash) const {
 
 uint64_t RamTier::maxChunkBytes() const { return capacity_ / shardCount_; }
 
+template <typename Fn>
+void RamTier::forEachShard(Fn&& fn) const {
+  for (size_t i = 0; i < shardCount_; ++i) {
+    std::lock_guard<std::mutex> lock(shards_[i].mu);
+    fn(static_cast<const Shard&>(shards_[i]));
+  }
+}
+
 bool RamTier::isGuest(const ChunkKey& key) const {
   const OwnershipView* view = ownership_.load();
   return view != nullptr && !view->ownedHere(key.fileId);
@@ -72,10 +80,7 @@ bool RamTier::stage(const ChunkRef& chunk) { return admit(chunk, true, true); }
 uint64_t RamTier::stagingRoom() const {
   const auto now = Shard::Clock::now();
   uint64_t room = 0;
-  for (size_t i = 0; i < shardCount_; ++i) {
-    std::lock_guard<std::mutex> lock(shards_[i].mu);
-    room += shards_[i].stagingRoom(now);
-  }
+  forEachShard([&](const Shard& s) { room += s.stagingRoom(now); });
   return room;
 }
 
@@ -123,52 +128,47 @@ void RamTier::release(const ChunkKey& key) {
 TierUsage RamTier::usage() const {
   TierUsage u;
   u.capacityBytes = capacity_ + guestExtra_;
-  for (size_t i = 0; i < shardCount_; ++i) {
-    const Shard& s = shards_[i];
-    std::lock_guard<std::mutex> lock(s.mu);
+  forEachShard([&](const Shard& s) {
     for (auto c : {Shard::kOwned, Shard::kGuest, Shard::kStaged}) {
       u.bytesUsed += s.list(c).bytes;
       u.chunks += s.list(c).chunks;
       u.evictions += s.evictions(c);
     }
-  }
+  });
   return u;
 }
 
 RamTier::ClassUsage RamTier::owned() const {
   ClassUsage u;
-  for (size_t i = 0; i < shardCount_; ++i) {
-    std::lock_guard<std::mutex> lock(shards_[i].mu);
-    u.bytes += shards_[i].list(Shard::kOwned).bytes;
-    u.chunks += shards_[i].list(Shard::kOwned).chunks;
-    u.evictions += shards_[i].evictions(Shard::kOwned);
-  }
+  forEachShard([&](const Shard& s) {
+    u.bytes += s.list(Shard::kOwned).bytes;
+    u.chunks += s.list(Shard::kOwned).chunks;
+    u.evictions += s.evictions(Shard::kOwned);
+  });
   return u;
 }
 
 RamTier::ClassUsage RamTier::guests() const {
   ClassUsage u;
-  for (size_t i = 0; i < shardCount_; ++i) {
-    std::lock_guard<std::mutex> lock(shards_[i].mu);
+  forEachShard([&](const Shard& s) {
     for (auto c : {Shard::kGuest, Shard::kStaged}) {
-      u.bytes += shards_[i].list(c).bytes;
-      u.chunks += shards_[i].list(c).chunks;
-      u.evictions += shards_[i].evictions(c);
+      u.bytes += s.list(c).bytes;
+      u.chunks += s.list(c).chunks;
+      u.evictions += s.evictions(c);
     }
-  }
+  });
   return u;
 }
 
 RamTier::StagedUsage RamTier::staged() const {
   StagedUsage u;
-  for (size_t i = 0; i < shardCount_; ++i) {
-    std::lock_guard<std::mutex> lock(shards_[i].mu);
-    u.bytes += shards_[i].list(Shard::kStaged).bytes;
-    u.chunks += shards_[i].list(Shard::kStaged).chunks;
-    u.admitted += shards_[i].admittedStaged();
-    u.refused += shards_[i].refused();
-    u.droppedUnread += shards_[i].evictions(Shard::kStaged);
-  }
+  forEachShard([&](const Shard& s) {
+    u.bytes += s.list(Shard::kStaged).bytes;
+    u.chunks += s.list(Shard::kStaged).chunks;
+    u.admitted += s.admittedStaged();
+    u.refused += s.refused();
+    u.droppedUnread += s.evictions(Shard::kStaged);
+  });
   return u;
 }
 

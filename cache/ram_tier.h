@@ -143,6 +143,9 @@ class RamTier : public ChunkStore {
  private:
   class Shard;
   Shard& shardFor(uint64_t hash) const;
+  // Calls fn(const Shard&) for every shard, each under its lock in turn.
+  template <typename Fn>
+  void forEachShard(Fn&& fn) const;
   bool isGuest(const ChunkKey& key) const;
   bool admit(const ChunkRef& chunk, bool guest, bool staged);
 

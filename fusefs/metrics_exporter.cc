@@ -123,33 +123,24 @@ std::string MetricsExporter::render(const json& status, const json& stats,
       {"epochfs_tier_corruptions_total", "corruptions", "counter",
        "Chunks that failed verification and were dropped."},
   };
-  for (const auto& g : gauges) {
+  // One family per gauge, one sample per present member of `parent`.
+  const auto byLabel = [&](const TierGauge& g, const char* label, const json& parent,
+                           std::initializer_list<const char*> members) {
     w.family(g.name, g.type, g.help);
-    for (const char* t : {"ram", "staging", "disk"}) {
-      if (tiers.contains(t))
-        w.sample(g.name, std::string("tier=\"") + t + "\"", num(tiers[t], g.key));
+    for (const char* m : members) {
+      if (parent.contains(m))
+        w.sample(g.name, std::string(label) + "=\"" + m + "\"", num(parent[m], g.key));
     }
-  }
-
+  };
+  for (const auto& g : gauges) byLabel(g, "tier", tiers, {"ram", "staging", "disk"});
   // The RAM tier's classes: owned (this node's share) and guest.
-  const struct {
-    const char* name;
-    const char* key;
-    const char* type;
-    const char* help;
-  } classGauges[] = {
+  const TierGauge classGauges[] = {
       {"epochfs_ram_class_bytes", "bytes", "gauge", "Bytes the RAM tier holds, by class."},
       {"epochfs_ram_class_chunks", "chunks", "gauge", "Chunks the RAM tier holds, by class."},
       {"epochfs_ram_class_evictions_total", "evictions", "counter",
        "RAM tier chunks evicted to make room, by class."},
   };
-  for (const auto& g : classGauges) {
-    w.family(g.name, g.type, g.help);
-    for (const char* c : {"owned", "guest"}) {
-      if (tiers["ram"].contains(c))
-        w.sample(g.name, std::string("class=\"") + c + "\"", num(tiers["ram"][c], g.key));
-    }
-  }
+  for (const auto& g : classGauges) byLabel(g, "class", tiers["ram"], {"owned", "guest"});
 
   if (tiers.contains("disk") && tiers["disk"].contains("healthy")) {
     const json& d = tiers["disk"];

@@ -13,7 +13,8 @@
 //   owned chunks leave free plus `guestExtraBytes` (the prefetch memory), go
 //   first whenever an owned chunk needs room, are kept in their own LRU list (a
 //   hit moves a guest to the front of the guests, never above an owned chunk)
-//   and never go to disk (ChunkCache writes only source reads through). A
+//   and never go to disk (ChunkCache writes through only source reads of the
+//   own share). A
 //   guest fetched ahead of its read by peer prefetch is *staged*: it is not
 //   evicted for other guests until its read was consumed or it is stale
 //   (`staleAfter` unread: its reader left the plan). Staged guests together

@@ -14,8 +14,8 @@
 //   first whenever an owned chunk needs room, are kept in their own LRU list (a
 //   hit moves a guest to the front of the guests, never above an owned chunk)
 //   and never go to disk (ChunkCache writes through only source reads of the
-//   own share). A
-//   guest fetched ahead of its read by peer prefetch is *staged*: it is not
+//   own share). A guest fetched ahead of its read by peer prefetch is
+//   *staged*: it is not
 //   evicted for other guests until its read was consumed or it is stale
 //   (`staleAfter` unread: its reader left the plan). Staged guests together
 //   stay within `guestExtraBytes`; when fresh ones fill that, the next is

@@ -15,11 +15,10 @@
 //   hit moves a guest to the front of the guests, never above an owned chunk)
 //   and never go to disk (ChunkCache writes through only source reads of the
 //   own share). A guest fetched ahead of its read by peer prefetch is
-//   *staged*: it is not
-//   evicted for other guests until its read was consumed or it is stale
-//   (`staleAfter` unread: its reader left the plan). Staged guests together
-//   stay within `guestExtraBytes`; when fresh ones fill that, the next is
-//   refused.
+//   *staged*: it is not evicted for other guests until its read was consumed
+//   or it is stale (`staleAfter` unread: its reader left the plan). Staged
+//   guests together stay within `guestExtraBytes`; when fresh ones fill that,
+//   the next is refused.
 // Which class a chunk belongs to is asked of an OwnershipView at insert; after
 // a membership change reclassify() moves every chunk to its new class in place
 // (no re-read).

@@ -1,6 +1,5 @@
 #include "cache/ram_tier.h"
 
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -53,7 +52,7 @@ ChunkRef RamTier::find(const ChunkKey& key, const FileIdentity& id, bool* staged
     Shard::Entry* e = s.find(key.hash);
     if (e == nullptr) return nullptr;
     if (e->chunk->identity == id) {
-      if (staged != nullptr) *staged = e->cls == Shard::kStaged;
+      if (staged != nullptr) *staged = e->cls == kStaged;
       s.touch(e);
       return e->chunk;
     }
@@ -62,9 +61,8 @@ ChunkRef RamTier::find(const ChunkKey& key, const FileIdentity& id, bool* staged
   return nullptr;
 }
 
-bool RamTier::admit(const ChunkRef& chunk, bool guest, bool staged) {
+bool RamTier::admit(const ChunkRef& chunk, Class cls) {
   if (!chunk) return false;
-  const Shard::Class cls = staged ? Shard::kStaged : guest ? Shard::kGuest : Shard::kOwned;
   Shard& s = shardFor(chunk->key.hash);
   std::vector<ChunkRef> dropped;  // released after the lock
   std::lock_guard<std::mutex> lock(s.mu);
@@ -72,10 +70,10 @@ bool RamTier::admit(const ChunkRef& chunk, bool guest, bool staged) {
 }
 
 bool RamTier::insert(const ChunkRef& chunk) {
-  return chunk && admit(chunk, isGuest(chunk->key), false);
+  return chunk && admit(chunk, isGuest(chunk->key) ? kGuest : kOwned);
 }
 
-bool RamTier::stage(const ChunkRef& chunk) { return admit(chunk, true, true); }
+bool RamTier::stage(const ChunkRef& chunk) { return admit(chunk, kStaged); }
 
 uint64_t RamTier::stagingRoom() const {
   const auto now = Shard::Clock::now();
@@ -88,9 +86,9 @@ void RamTier::claimStaged(const ChunkKey& key) {
   Shard& s = shardFor(key.hash);
   std::lock_guard<std::mutex> lock(s.mu);
   Shard::Entry* e = s.find(key.hash);
-  if (e == nullptr || e->cls != Shard::kGuest) return;
+  if (e == nullptr || e->cls != kGuest) return;
   e->stagedAt = Shard::Clock::now();
-  s.changeClass(e, Shard::kStaged);
+  s.changeClass(e, kStaged);
 }
 
 bool RamTier::contains(const ChunkKey& key) const {
@@ -118,57 +116,62 @@ void RamTier::release(const ChunkKey& key) {
   std::lock_guard<std::mutex> lock(s.mu);
   Shard::Entry* e = s.find(key.hash);
   if (e == nullptr) return;
-  if (e->cls == Shard::kOwned) {
+  if (e->cls == kOwned) {
     s.demote(e);
   } else {
     gone = s.remove(key.hash);
   }
 }
 
+// Per class (owned, guest, staged), summed over the shards in one pass.
+struct RamTier::Totals {
+  ClassUsage cls[3];
+  uint64_t admittedStaged = 0, refusedStaged = 0;
+};
+
+RamTier::Totals RamTier::totals() const {
+  Totals t;
+  forEachShard([&](const Shard& s) {
+    for (auto c : {kOwned, kGuest, kStaged}) {
+      t.cls[c].bytes += s.list(c).bytes;
+      t.cls[c].chunks += s.list(c).chunks;
+      t.cls[c].evictions += s.evictions(c);
+    }
+    t.admittedStaged += s.admittedStaged();
+    t.refusedStaged += s.refused();
+  });
+  return t;
+}
+
 TierUsage RamTier::usage() const {
+  const ClassUsage owned = this->owned(), guests = this->guests();
   TierUsage u;
   u.capacityBytes = capacity_ + guestExtra_;
-  forEachShard([&](const Shard& s) {
-    for (auto c : {Shard::kOwned, Shard::kGuest, Shard::kStaged}) {
-      u.bytesUsed += s.list(c).bytes;
-      u.chunks += s.list(c).chunks;
-      u.evictions += s.evictions(c);
-    }
-  });
+  u.bytesUsed = owned.bytes + guests.bytes;
+  u.chunks = owned.chunks + guests.chunks;
+  u.evictions = owned.evictions + guests.evictions;
   return u;
 }
 
-RamTier::ClassUsage RamTier::owned() const {
-  ClassUsage u;
-  forEachShard([&](const Shard& s) {
-    u.bytes += s.list(Shard::kOwned).bytes;
-    u.chunks += s.list(Shard::kOwned).chunks;
-    u.evictions += s.evictions(Shard::kOwned);
-  });
-  return u;
-}
+RamTier::ClassUsage RamTier::owned() const { return totals().cls[kOwned]; }
 
 RamTier::ClassUsage RamTier::guests() const {
-  ClassUsage u;
-  forEachShard([&](const Shard& s) {
-    for (auto c : {Shard::kGuest, Shard::kStaged}) {
-      u.bytes += s.list(c).bytes;
-      u.chunks += s.list(c).chunks;
-      u.evictions += s.evictions(c);
-    }
-  });
+  const Totals t = totals();
+  ClassUsage u = t.cls[kGuest];
+  u.bytes += t.cls[kStaged].bytes;
+  u.chunks += t.cls[kStaged].chunks;
+  u.evictions += t.cls[kStaged].evictions;
   return u;
 }
 
 RamTier::StagedUsage RamTier::staged() const {
+  const Totals t = totals();
   StagedUsage u;
-  forEachShard([&](const Shard& s) {
-    u.bytes += s.list(Shard::kStaged).bytes;
-    u.chunks += s.list(Shard::kStaged).chunks;
-    u.admitted += s.admittedStaged();
-    u.refused += s.refused();
-    u.droppedUnread += s.evictions(Shard::kStaged);
-  });
+  u.bytes = t.cls[kStaged].bytes;
+  u.chunks = t.cls[kStaged].chunks;
+  u.droppedUnread = t.cls[kStaged].evictions;
+  u.admitted = t.admittedStaged;
+  u.refused = t.refusedStaged;
   return u;
 }
 
@@ -180,10 +183,10 @@ uint64_t RamTier::reclassify() {
     std::lock_guard<std::mutex> lock(s.mu);
     s.forEach([&](Shard::Entry* e) {
       const bool guest = isGuest(e->chunk->key);
-      if (guest == (e->cls != Shard::kOwned)) return;
+      if (guest == (e->cls != kOwned)) return;
       // A file that became owned here stays, as owned; one that moved away
       // becomes a (plain) guest.
-      s.changeClass(e, guest ? Shard::kGuest : Shard::kOwned);
+      s.changeClass(e, guest ? kGuest : kOwned);
       ++changed;
     });
     s.enforceBudgets(dropped);

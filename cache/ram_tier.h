@@ -87,8 +87,8 @@ class RamTier : public ChunkStore {
   bool insert(const ChunkRef& chunk) override;
   // Admits a guest fetched ahead of its read (peer prefetch) as staged.
   bool stage(const ChunkRef& chunk);
-  // Bytes stage() would take now without refusing: the guests' budget, at
-  // most the extra (the prefetch memory), less the fresh staged guests.
+  // Bytes stage() would take now without refusing: the extra (the prefetch
+  // memory) less the fresh staged guests.
   uint64_t stagingRoom() const;
   // Peer prefetch found the chunk resident already: a plain guest becomes
   // staged (kept for its read like a fetched one); owned chunks are left as
@@ -141,13 +141,17 @@ class RamTier : public ChunkStore {
   uint64_t maxChunkBytes() const;
 
  private:
+  // A chunk's class; staged guests are guests fetched ahead of their read.
+  enum Class : uint8_t { kOwned = 0, kGuest = 1, kStaged = 2 };
   class Shard;
+  struct Totals;
+  Totals totals() const;
   Shard& shardFor(uint64_t hash) const;
   // Calls fn(const Shard&) for every shard, each under its lock in turn.
   template <typename Fn>
   void forEachShard(Fn&& fn) const;
   bool isGuest(const ChunkKey& key) const;
-  bool admit(const ChunkRef& chunk, bool guest, bool staged);
+  bool admit(const ChunkRef& chunk, Class cls);
 
   std::atomic<const EvictionAdvisor*> advisor_{nullptr};
   std::atomic<const OwnershipView*> ownership_{nullptr};

@@ -1,6 +1,5 @@
 #include "cache/ram_tier_shard.h"
 
-#include <algorithm>
 #include <utility>
 
 namespace epochfs::cache {
@@ -10,13 +9,14 @@ RamTier::Shard::Entry* RamTier::Shard::find(uint64_t hash) {
   return it == map_.end() ? nullptr : &it->second;
 }
 
-void RamTier::Shard::link(Entry* e, Class cls) {
+void RamTier::Shard::link(Entry* e, Class cls, bool hot) {
   List& l = lists_[cls];
   e->cls = cls;
-  e->prev = &l.head;
-  e->next = l.head.next;
-  l.head.next->prev = e;
-  l.head.next = e;
+  Entry* after = hot ? &l.head : l.head.prev;  // insert between `after` and its next
+  e->prev = after;
+  e->next = after->next;
+  after->next->prev = e;
+  after->next = e;
   l.bytes += e->chunk->size();
   ++l.chunks;
 }
@@ -59,15 +59,7 @@ void RamTier::Shard::changeClass(Entry* e, Class cls) {
 void RamTier::Shard::demote(Entry* e) {
   const Class cls = e->cls == kStaged ? kGuest : e->cls;
   unlink(e);
-  link(e, cls);
-  // link() put it at the hot end: move it to the cold end of the same list.
-  List& l = lists_[cls];
-  e->prev->next = e->next;
-  e->next->prev = e->prev;
-  e->next = &l.head;
-  e->prev = l.head.prev;
-  l.head.prev->next = e;
-  l.head.prev = e;
+  link(e, cls, /*hot=*/false);
 }
 
 bool RamTier::Shard::evictGuests(uint64_t need, uint64_t budget, bool anyStaged,
@@ -171,10 +163,10 @@ uint64_t RamTier::Shard::stagingRoom(Clock::time_point now) const {
   uint64_t fresh = st.bytes;
   // The oldest staged guest, once stale, gives way to a new one.
   if (!st.empty() && stale(st.head.prev, now)) fresh -= st.head.prev->chunk->size();
-  // Staged guests are bounded by the extra (the prefetch memory) as well:
-  // the free room of the own share is for guests the readers already use.
-  const uint64_t budget = std::min(guestBudget(), guestExtra);
-  return budget > fresh ? budget - fresh : 0;
+  // Staged guests are bounded by the extra (the prefetch memory), which the
+  // guests' budget always includes: the free room of the own share is for
+  // guests the readers already use.
+  return guestExtra > fresh ? guestExtra - fresh : 0;
 }
 
 void RamTier::Shard::clear(std::vector<ChunkRef>& gone) {

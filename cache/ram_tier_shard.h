@@ -18,7 +18,6 @@ namespace epochfs::cache {
 class alignas(64) RamTier::Shard {
  public:
   using Clock = std::chrono::steady_clock;
-  enum Class : uint8_t { kOwned = 0, kGuest = 1, kStaged = 2 };
 
   // An entry lives inside the map's node (whose address is stable), so moving
   // it within or between lists relinks pointers and never allocates.
@@ -88,7 +87,7 @@ class alignas(64) RamTier::Shard {
   bool stale(const Entry* e, Clock::time_point now) const {
     return now - e->stagedAt >= staleAfter;
   }
-  void link(Entry* e, Class cls);  // at the front of list `cls`
+  void link(Entry* e, Class cls, bool hot = true);  // at the hot (or cold) end of list `cls`
   void unlink(Entry* e);
   ChunkRef drop(Entry* e);  // unlinks, erases from the map, returns the chunk
   // Evicts guests until `need` more guest bytes fit in `budget`: plain guests

@@ -112,8 +112,9 @@ void Prefetcher::expire(const char* why) {
 void Prefetcher::retire(const cache::ChunkKey& key) {
   // A guest (another node's chunk) whose next use lies beyond the window
   // leaves at once: until then it would only hold room. Everything else
-  // becomes the first to go of its class.
-  if (cache_.clustered() && nextUse(key) > options_.windowFiles) {
+  // becomes the first to go of its class. (Ownership first: it is cheaper
+  // than the next-use scan, and owned chunks are only demoted anyway.)
+  if (cache_.ownedElsewhere(key.fileId) && nextUse(key) > options_.windowFiles) {
     cache_.ram().release(key);
   } else {
     cache_.ram().demote(key);
@@ -333,6 +334,9 @@ void Prefetcher::schedule(Stream& s, const std::shared_ptr<Stream>& ref, size_t 
   const uint64_t base = std::max(s.progress(), s.highest.load(std::memory_order_relaxed));
   s.issued = std::max(s.issued, s.progress());
   const uint64_t target = std::min<uint64_t>(s.plan->size(), base + options_.windowFiles);
+  // Staged guests' guaranteed room (the prefetch memory; guests also get what
+  // the own share leaves free); 0 outside a cluster.
+  const uint64_t stagingArea = cache_.clustered() ? cache_.ram().guestExtraBytes() : 0;
   while (s.issued < target) {
     const PlanEntry& e = s.plan->at(s.issued);
     if (s.isConsumed(s.issued)) {
@@ -345,11 +349,9 @@ void Prefetcher::schedule(Stream& s, const std::shared_ptr<Stream>& ref, size_t 
       break;  // far enough ahead
     }
     // Staged guests (peer prefetch): half of this stream's slice of the
-    // guaranteed staging room (the prefetch memory; guests also get what the
-    // own share leaves free). The other half is for what several loader
-    // workers have read past without the stream's position getting there yet
-    // (staged, not yet read).
-    const uint64_t stagingArea = cache_.clustered() ? cache_.ram().guestExtraBytes() : 0;
+    // staging room. The other half is for what several loader workers have
+    // read past without the stream's position getting there yet (staged, not
+    // yet read).
     if (stagingArea > 0 && s.issued > base) {
       const uint64_t slice = stagingArea / std::max<size_t>(1, streams);
       if (s.plan->bytesBetween(base, s.issued + 1) > slice / 2) break;

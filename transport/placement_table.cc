@@ -11,17 +11,18 @@ PlacementTable PlacementTable::build(const std::vector<FileBytes>& files,
   PlacementTable t;
   const size_t n = live.size();
   t.k_ = static_cast<unsigned>(std::min<size_t>(k, n));
-  for (const auto& f : files) t.datasetBytes_ += f.bytes;
+  uint64_t dataset = 0;
+  for (const auto& f : files) dataset += f.bytes;
   if (n == 0 || t.k_ == 0) return t;
 
   // Bounded load only when every live member announced its capacity.
   bool known = capacityBytes.size() == n;
-  double total = 0;
+  uint64_t total = 0;
   for (size_t i = 0; known && i < n; ++i) {
     known = capacityBytes[i] > 0;
-    total += static_cast<double>(capacityBytes[i]);
+    total += capacityBytes[i];
   }
-  t.fits_ = known && kFill * total >= static_cast<double>(t.datasetBytes_) * t.k_;
+  t.fits_ = known && holds(dataset, total, t.k_);
   std::vector<double> limit(n, 0);
   for (size_t i = 0; t.fits_ && i < n; ++i)
     limit[i] = kFill * static_cast<double>(capacityBytes[i]);

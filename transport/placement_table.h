@@ -34,6 +34,13 @@ class PlacementTable {
   // fits the cluster: the rest is room for guests and for uneven chunk sizes.
   static constexpr double kFill = 0.95;
 
+  // Whether `datasetBytes` × `replicas` fits kFill of `capacityBytes` (the
+  // live members' sum): the test build() makes, for callers without a table.
+  static bool holds(uint64_t datasetBytes, uint64_t capacityBytes, unsigned replicas) {
+    return kFill * static_cast<double>(capacityBytes) >=
+           static_cast<double>(datasetBytes) * replicas;
+  }
+
   // Assigns `files` to `k` owners each among `live`. `capacityBytes[i]` is
   // live[i]'s cache in bytes (0 if unknown: then plain rendezvous, with the
   // candidates' weights).
@@ -53,7 +60,6 @@ class PlacementTable {
   // False when the dataset (times the replicas) exceeds kFill of the live
   // members' capacity: some owners then hold more than their cache.
   bool fits() const { return fits_; }
-  uint64_t datasetBytes() const { return datasetBytes_; }
   unsigned replicas() const { return k_; }
 
  private:
@@ -64,7 +70,6 @@ class PlacementTable {
   std::unordered_map<uint32_t, uint64_t> owned_;  // nodeId -> bytes
   unsigned k_ = 0;
   bool fits_ = true;
-  uint64_t datasetBytes_ = 0;
 };
 
 }  // namespace epochfs::transport

@@ -149,7 +149,7 @@ void UcxCluster::installTable(std::shared_ptr<const PlacementTable> table, uint6
     spdlog::warn(
         "cluster: the dataset ({} MiB x {} replicas) does not fit {:.0f} % of the live "
         "members' capacity ({} MiB): owned chunks will be evicted and re-read",
-        table->datasetBytes() >> 20, cfg_.replicas, PlacementTable::kFill * 100, capacity >> 20);
+        datasetBytes_ >> 20, cfg_.replicas, PlacementTable::kFill * 100, capacity >> 20);
   }
   if (cfg_.onPlacementChange) cfg_.onPlacementChange();
 }
@@ -240,10 +240,10 @@ Cluster::Fit UcxCluster::fit() const {
   f.liveCapacityBytes = liveCapacity_;
   f.datasetBytes = datasetBytes_;
   f.ready = placer_ == nullptr || table_ != nullptr;
-  // The test PlacementTable::build makes, without waiting for the table.
+  // Known without waiting for the table.
   if (placer_ != nullptr && live_.size() > 1) {
-    f.fits = liveCapacityKnown_ && PlacementTable::kFill * static_cast<double>(liveCapacity_) >=
-                                       static_cast<double>(datasetBytes_) * cfg_.replicas;
+    f.fits =
+        liveCapacityKnown_ && PlacementTable::holds(datasetBytes_, liveCapacity_, cfg_.replicas);
   }
   return f;
 }

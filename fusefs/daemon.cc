@@ -192,7 +192,7 @@ Status Daemon::startCluster() {
   cache_->setPeers(cluster_.get());
   // Owned and guest chunks of the RAM tier follow the cluster's placement.
   ram_->setOwnership(cluster_.get());
-  ram_->reclassify();
+  ram_->reclassify();  // what peers' requests put in before the view was set
   return Status::ok();
 }
 

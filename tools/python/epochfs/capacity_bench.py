@@ -12,17 +12,16 @@ Run as `tools/cluster-bench capacity`; needs root and /dev/fuse.
 """
 import concurrent.futures as cf
 import ctypes
-import json
 import math
 import os
 import random
 import shutil
-import socket
 import statistics
 import struct
-import subprocess
 import tempfile
 import time
+
+from .locality_bench import LoopbackCluster, _drop_caches
 
 IN_OPEN = 0x20
 _libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -63,18 +62,6 @@ class OpenCounter:
         os.close(self.fd)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _drop_caches():
-    subprocess.run(["sync"])
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("1\n")
-
-
 def _lo_bytes():
     with open("/sys/class/net/lo/statistics/rx_bytes") as f:
         return int(f.read())
@@ -95,53 +82,10 @@ def make_dataset(src, files, seed=2026):
     return sizes
 
 
-class Cluster:
-    """N daemons of one build over `src`; always unmounts in close()."""
-
-    def __init__(self, bindir, root, src, nodes, ram_bytes, prefetch_memory):
-        self.epochctl = os.path.join(bindir, "epochctl")
-        self.mounts = []
-        secret = os.path.join(root, "secret")
-        with open(os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-            f.write(os.urandom(24).hex())
-        ports = [_free_port() for _ in range(nodes)]
-        peers = ",".join("127.0.0.1:%d" % p for p in ports)
-        env = dict(os.environ, UCX_TLS="tcp")
-        try:
-            for i in range(nodes):
-                mnt = os.path.join(root, "mnt%d" % i)
-                os.makedirs(mnt, exist_ok=True)
-                r = subprocess.run(
-                    [os.path.join(bindir, "epochfs"), src, mnt, "--peers", peers, "--listen",
-                     "127.0.0.1:%d" % ports[i], "--secret-file", secret, "--ram-cache",
-                     str(ram_bytes), "--prefetch-memory", prefetch_memory, "--prefetch-window", "0",
-                     "--log-file", os.path.join(root, "log%d" % i), "--log-level", "warn"],
-                    env=env, capture_output=True, text=True)
-                if r.returncode != 0:
-                    raise RuntimeError("node %d: %s" % (i, r.stderr.strip()))
-                self.mounts.append(mnt)
-            deadline = time.monotonic() + 30
-            while any(sum(p["live"] for p in self.ctl("peers", m)["peers"]) < nodes
-                      for m in self.mounts):
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the daemons did not all connect")
-                time.sleep(0.1)
-        except BaseException:
-            self.close()
-            raise
-
-    def ctl(self, cmd, mnt):
-        out = subprocess.run([self.epochctl, cmd, mnt, "--json"], check=True,
-                             capture_output=True, text=True)
-        return json.loads(out.stdout)
-
-    def timeouts(self):
-        return sum(p.get("timeouts", 0) for m in self.mounts for p in self.ctl("peers", m)["peers"])
-
-    def close(self):
-        for m in reversed(self.mounts):
-            subprocess.run(["fusermount3", "-u", m], capture_output=True)
-        self.mounts = []
+def _timeouts(cluster):
+    """Peer request deadlines missed, summed over the nodes."""
+    return sum(p.get("timeouts", 0) for m in cluster.mounts
+               for p in cluster.ctl("peers", m)["peers"])
 
 
 def _read_all(mnt, src, order):
@@ -154,7 +98,9 @@ def _read_all(mnt, src, order):
 def one_run(bindir, root, src, sizes, nodes, ram_bytes, prefetch_memory, epochs, seed):
     """Per epoch: source bytes (inotify), loopback bytes, seconds, peer timeouts."""
     dataset = sum(sizes.values())
-    cluster = Cluster(bindir, root, src, nodes, ram_bytes, prefetch_memory)
+    cluster = LoopbackCluster(bindir, root, src, ram_bytes, nodes=nodes, disk=False,
+                              extra=("--prefetch-memory", prefetch_memory,
+                                     "--prefetch-window", "0"))
     counter = OpenCounter([src] + [os.path.join(src, "class%d" % c) for c in range(4)])
     try:
         out = []
@@ -165,7 +111,7 @@ def one_run(bindir, root, src, sizes, nodes, ram_bytes, prefetch_memory, epochs,
                 o = list(files)
                 random.Random(seed * 1000 + e * 100 + i).shuffle(o)
                 orders.append(o)
-            t_before, lo0, t0 = cluster.timeouts(), _lo_bytes(), time.monotonic()
+            t_before, lo0, t0 = _timeouts(cluster), _lo_bytes(), time.monotonic()
             with cf.ThreadPoolExecutor(nodes) as ex:
                 list(ex.map(lambda i: _read_all(cluster.mounts[i], src, orders[i]), range(nodes)))
             secs, lo = time.monotonic() - t0, _lo_bytes() - lo0
@@ -175,7 +121,7 @@ def one_run(bindir, root, src, sizes, nodes, ram_bytes, prefetch_memory, epochs,
             out.append({"epoch": e, "seconds": secs, "source_bytes": src_bytes,
                         "source_fraction": src_bytes / dataset, "link_bytes": lo,
                         "files_read_twice": sum(1 for n in opens.values() if n > 1),
-                        "timeouts": cluster.timeouts() - t_before})
+                        "timeouts": _timeouts(cluster) - t_before})
         return out
     finally:
         counter.close()

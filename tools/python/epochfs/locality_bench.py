@@ -123,10 +123,11 @@ def make_image_folder(src, files, classes=8, min_kb=4, max_kb=16, seed=1):
 
 
 class LoopbackCluster:
-    """NODES epochfs daemons over one source, one cluster on loopback (UCX_TLS=tls).
-    Always unmounts in close()."""
+    """`nodes` epochfs daemons over one source, one cluster on loopback (UCX_TLS=tls), each
+    with a disk tier in root/cacheI unless disk=False. Always unmounts in close()."""
 
-    def __init__(self, bindir, root, src, ram_bytes, tls="tcp", extra=(), node_extra=None):
+    def __init__(self, bindir, root, src, ram_bytes, tls="tcp", extra=(), node_extra=None,
+                 nodes=NODES, disk=True):
         self.epochfs = os.path.join(bindir, "epochfs")
         self.epochctl = os.path.join(bindir, "epochctl")
         self.root, self.src = root, src
@@ -136,17 +137,18 @@ class LoopbackCluster:
             f.write(os.urandom(24).hex())
         env = dict(os.environ, UCX_TLS=tls)
         for attempt in range(3):
-            ports = [_free_port() for _ in range(NODES)]
+            ports = [_free_port() for _ in range(nodes)]
             peers = ",".join("127.0.0.1:%d" % p for p in ports)
             ok = True
-            for i in range(NODES):
+            for i in range(nodes):
                 mnt, cache = os.path.join(root, "mnt%d" % i), os.path.join(root, "cache%d" % i)
                 os.makedirs(mnt, exist_ok=True)
-                os.makedirs(cache, exist_ok=True)
+                if disk:
+                    os.makedirs(cache, exist_ok=True)
                 r = subprocess.run(
                     [self.epochfs, src, mnt, "--peers", peers, "--listen",
                      "127.0.0.1:%d" % ports[i], "--secret-file", secret,
-                     "--ram-cache", str(ram_bytes), "--cache-dir", cache,
+                     "--ram-cache", str(ram_bytes), *(("--cache-dir", cache) if disk else ()),
                      "--log-file", os.path.join(root, "log%d" % i), "--log-level", os.environ.get("EPOCHFS_BENCH_LOG_LEVEL", "warn"), *extra,
                      *(node_extra(i) if node_extra else ())],
                     env=env, capture_output=True, text=True)
@@ -161,7 +163,7 @@ class LoopbackCluster:
                 break
             self.close()
         deadline = time.monotonic() + 30
-        while any(sum(p["live"] for p in self.ctl("peers", m)["peers"]) < NODES
+        while any(sum(p["live"] for p in self.ctl("peers", m)["peers"]) < nodes
                   for m in self.mounts):
             if time.monotonic() > deadline:
                 self.close()

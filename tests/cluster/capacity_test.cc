@@ -235,18 +235,8 @@ TEST_F(ClusterCapacityTest, KilledWorkerRestartsEmptyAndRefillsItsShare) {
   const SourceReads e2 = epoch(opens, 2, [&](size_t i) {
     if (i == static_cast<size_t>(kFiles / 2)) kill(worker, SIGKILL);
   });
-  // The new worker rejoins: wait until every node sees all four live again.
-  const auto until = Clock::now() + std::chrono::seconds(30);
-  for (const auto& m : mnts_) {
-    for (;;) {
-      int live = 0;
-      for (const auto& p : admin("peers", m).value("peers", nlohmann::json::array()))
-        live += p.value("live", false);
-      if (live == 4) break;
-      ASSERT_LT(Clock::now(), until) << m << " does not see the restarted node";
-      usleep(100000);
-    }
-  }
+  // The new worker rejoins: every node sees all four live again.
+  ASSERT_TRUE(everyNodeSeesLive(4, std::chrono::seconds(30)));
   EXPECT_NE(daemonPid(mnts_[1]), worker) << "the supervisor did not start a new worker";
   EXPECT_TRUE(waitPlacementReady());
   const SourceReads e3 = epoch(opens, 3);

@@ -149,7 +149,13 @@ class ClusterMountTest : public MountTest {
       mnts_.push_back(mnt);
     }
     if (wrongSecretNode >= 0) return true;
-    const auto until = Clock::now() + std::chrono::seconds(15);
+    return everyNodeSeesLive(n, std::chrono::seconds(15));
+  }
+
+  // Waits until every mount sees `n` members live; false (and a failure
+  // naming the mount) after `timeout`.
+  bool everyNodeSeesLive(int n, std::chrono::seconds timeout) {
+    const auto until = Clock::now() + timeout;
     for (const auto& m : mnts_) {
       for (;;) {
         auto j = admin("peers", m);

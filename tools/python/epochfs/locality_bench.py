@@ -95,10 +95,33 @@ def _rank_main(conn, rank, world, node, mount, workers):
 
 # ---- the cluster -------------------------------------------------------------------------
 
+_next_port = [None]
+
+
 def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port below the kernel's ephemeral range: one from bind(0) can be
+    handed to another process's outgoing connection before the daemon binds it."""
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    span = low - 20000
+    if span < 1000:
+        raise RuntimeError("ip_local_port_range leaves no ports below it for the test cluster")
+    if _next_port[0] is None:
+        _next_port[0] = random.SystemRandom().randrange(span)
+    for _ in range(span):
+        port = 20000 + _next_port[0] % span
+        _next_port[0] += 1
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 def _drop_caches():

@@ -267,6 +267,7 @@ json AdminCommands::status() const {
   const int port = metricsPort_.load();
   return {
       {"version", kVersion},
+      {"libraries", m_.libraries ? m_.libraries() : json(nullptr)},
       {"pid", getpid()},
       {"source", m_.options.source},
       {"mountpoint", m_.options.mountpoint},

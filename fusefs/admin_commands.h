@@ -23,6 +23,7 @@
 #include "fusefs/mount_options.h"
 #include "fusefs/namespace_refresher.h"
 #include "fusefs/plan_registry.h"
+#include "fusefs/version_info.h"
 #include "prefetch/prefetcher.h"
 #include "prefetch/torch_order_follower.h"
 
@@ -43,11 +44,14 @@ struct MountState {
   // Cluster members for `status` ({"self", "count", "live_peers"}); unset or
   // returning null when not clustered.
   std::function<nlohmann::json()> members;
+  // The FUSE connection ({"protocol", "kernel_protocol", "libfuse"}) and the
+  // UCX library; unset: null.
+  std::function<nlohmann::json()> libraries;
 };
 
 class AdminCommands {
  public:
-  static constexpr const char* kVersion = "0.1.0";
+  static constexpr const char* kVersion = kEpochfsVersion;
 
   explicit AdminCommands(const MountState& mount);
   // Registers every command; `server` must outlive this object's use.

@@ -22,6 +22,7 @@
 #include "prefetch/image_folder_samples.h"
 #include "transport/membership.h"
 #include "transport/peer_auth.h"
+#include "transport/ucx_version.h"
 
 namespace epochfs::fusefs {
 
@@ -342,7 +343,15 @@ Status Daemon::start() {
   if (options_.torchOrder) orderSetup_ = std::thread([this] { setUpTorchOrder(); });
 
   MountState state{options_, startedAt_,   snapshotSeconds_, *namespace_,       *ram_, disk_.get(),
-                   *cache_,  *prefetcher_, follower_,        source_->rootFd(), {}};
+                   *cache_,  *prefetcher_, follower_,        source_->rootFd(), {},    {}};
+  state.libraries = [this]() -> json {
+    const std::string protocol = fuse_ ? fuse_->protocol() : "";
+    const std::string kernel = fuse_ ? fuse_->kernelProtocol() : "";
+    return {{"fuse_protocol", protocol.empty() ? json(nullptr) : json(protocol)},
+            {"kernel_fuse_protocol", kernel.empty() ? json(nullptr) : json(kernel)},
+            {"libfuse", fuse_pkgversion()},
+            {"ucx", transport::ucxVersion()}};
+  };
   state.members = [this]() -> json {
     if (!cluster_) return nullptr;
     const json p = peersJson();

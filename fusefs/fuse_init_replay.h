@@ -26,6 +26,11 @@ class FuseInitReplay {
   // FUSE_NOTIFY_RESEND (kernel >= 6.9): requests read but not answered by a
   // previous worker go back in the queue. False if the kernel refused it.
   static bool requeueUnanswered(fuse_session* se);
+  // The FUSE protocol minor version libfuse answers a FUSE_INIT of protocol
+  // 7.`kernelMinor` with (compiled into libfuse, not exported): a throwaway
+  // session answers a synthetic FUSE_INIT into memory. The connection speaks
+  // the lower of the two. 0 if the probe failed.
+  static uint32_t libfuseMinor(uint32_t kernelMinor);
 };
 
 }  // namespace epochfs::fusefs

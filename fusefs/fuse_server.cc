@@ -215,6 +215,10 @@ void FuseServer::unmount() {
 
 void FuseServer::onInit(fuse_conn_info* conn) {
   initDone_ = true;
+  if (conn->proto_major == 7) {
+    libfuseMinor_.store(FuseInitReplay::libfuseMinor(conn->proto_minor));
+    kernelMinor_.store(conn->proto_minor);
+  }
   if (config_.revalidateSeconds == 0) {
     // Pushed pages make reads invisible: then opens must reach the daemon.
     noOpenSupport_ = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0 && !config_.opensTrackPosition;
@@ -229,6 +233,18 @@ void FuseServer::onInit(fuse_conn_info* conn) {
   }
   if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
   conn->max_readahead = std::max<unsigned>(conn->max_readahead, kMaxReadBytes);
+}
+
+std::string FuseServer::kernelProtocol() const {
+  const uint32_t kernel = kernelMinor_.load();
+  return kernel == 0 ? "" : "7." + std::to_string(kernel);
+}
+
+std::string FuseServer::protocol() const {
+  const uint32_t kernel = kernelMinor_.load();
+  if (kernel == 0) return "";
+  const uint32_t lib = libfuseMinor_.load();
+  return "7." + std::to_string(lib == 0 ? kernel : std::min(kernel, lib));
 }
 
 double FuseServer::timeout() const {

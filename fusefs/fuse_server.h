@@ -71,6 +71,10 @@ class FuseServer {
   int fuseFd() const { return session_ != nullptr ? fuse_session_fd(session_) : -1; }
   const std::string& initMessage() const { return initMessage_; }
   bool restartRequested() const;
+  // The FUSE protocol this connection speaks ("7.38": the lower of the
+  // kernel's and libfuse's), and what the kernel offered; "" before FUSE_INIT.
+  std::string protocol() const;
+  std::string kernelProtocol() const;
   // The session, for kernel notifications from other threads (valid from
   // mount() until this server is destroyed).
   fuse_session* session() const { return session_; }
@@ -116,7 +120,9 @@ class FuseServer {
   bool mounted_ = false;
   bool noOpenSupport_ = false;
   bool noOpendirSupport_ = false;
-  bool initDone_ = false;  // onInit ran
+  bool initDone_ = false;                  // onInit ran
+  std::atomic<uint32_t> kernelMinor_{0};   // from FUSE_INIT (0: none yet)
+  std::atomic<uint32_t> libfuseMinor_{0};  // FuseInitReplay::libfuseMinor
   std::string initMessage_;
   // --revalidate mode: the version each open pinned, by file handle. A table,
   // not a pointer in fh: after a restart the kernel still holds the old

@@ -13,6 +13,7 @@
 #include <spdlog/sinks/syslog_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <cstdarg>
@@ -171,6 +172,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   spdlog::info("mounted {} on {}", options.source, options.mountpoint);
+  sd_notify(0, "READY=1");  // --no-supervisor under systemd: this is the main process
   if (!options.foreground) {
     ssize_t w = write(ready[1], "ok", 2);
     (void)w;

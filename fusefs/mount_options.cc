@@ -12,6 +12,7 @@
 #include <set>
 
 #include "fusefs/memory_limit.h"
+#include "fusefs/version_info.h"
 
 namespace epochfs::fusefs {
 
@@ -268,7 +269,8 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
       ->check(CLI::Range(10, 600000));
   app.add_flag("--allow-other", o.allowOther, "Let other users read the mount");
   app.add_flag("--nonempty", o.nonempty, "Allow mounting over a non-empty directory");
-  app.set_version_flag("-V,--version", "epochfs 0.1.0");
+  app.set_version_flag("-V,--version", std::string(kEpochfsVersion),
+                       "Print the versions of epochfs, libfuse and UCX, and exit");
 
   std::vector<std::string> reversed(args.rbegin(), args.rend() - 1);
   try {
@@ -278,7 +280,7 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
     *exitNow = true;
     return cl;
   } catch (const CLI::CallForVersion& e) {
-    std::cout << "epochfs 0.1.0\n";
+    std::cout << versionText();
     *exitNow = true;
     return cl;
   } catch (const CLI::ParseError& e) {

@@ -8,6 +8,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -133,6 +134,7 @@ int Supervisor::run() {
       }
     } else {  // SIGTERM, SIGINT, SIGHUP: unmount
       stopping_ = true;
+      sd_notify(0, "STOPPING=1");
       if (worker_ <= 0) break;
       kill(worker_, SIGTERM);
     }
@@ -219,8 +221,12 @@ void Supervisor::readChannel() {
         served_ = true;
         fingerprint_ = payload;
         reportStart("ok");
+        // Under systemd (Type=notify, docs/DEPLOY.md): the supervisor is the
+        // unit's main process; without NOTIFY_SOCKET this does nothing.
+        sd_notifyf(0, "READY=1\nSTATUS=serving %s", options_.mountpoint.c_str());
       } else {
         spdlog::info("supervisor: worker pid {} serves {} again", worker_, options_.mountpoint);
+        sd_notifyf(0, "STATUS=serving %s (worker restarted)", options_.mountpoint.c_str());
       }
     } else if (kind == "error") {
       lastError_ = payload;

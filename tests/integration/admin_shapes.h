@@ -14,6 +14,11 @@ inline nlohmann::json tier() {
 
 inline nlohmann::json status() {
   return {{"version", "string"},
+          {"libraries",
+           {{"fuse_protocol", "string"},
+            {"kernel_fuse_protocol", "string"},
+            {"libfuse", "string"},
+            {"ucx", "string"}}},
           {"pid", "uint"},
           {"source", "string"},
           {"mountpoint", "string"},

@@ -26,6 +26,16 @@ std::string formatStatus(const json& s) {
   char up[32];
   std::snprintf(up, sizeof up, "%.0f s", s.value("uptime_s", 0.0));
   o << "uptime:     " << up << "\n";
+  // An older daemon has no "libraries".
+  if (const auto l = s.find("libraries"); l != s.end() && l->is_object()) {
+    const auto text = [&](const char* key) {
+      const auto v = l->find(key);
+      return v != l->end() && v->is_string() ? v->get<std::string>() : std::string("?");
+    };
+    o << "fuse:       protocol " << text("fuse_protocol") << " (kernel offers "
+      << text("kernel_fuse_protocol") << "), libfuse " << text("libfuse") << ", UCX " << text("ucx")
+      << "\n";
+  }
   const json& d = s["dataset"];
   o << "dataset:    version " << d.value("version", 0) << ", " << d.value("files", 0) << " files, "
     << d.value("dirs", 0) << " dirs, " << humanBytes(d.value("bytes", uint64_t{0}))

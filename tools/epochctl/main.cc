@@ -128,6 +128,8 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "model") return ctl::runModel(argc - 2, argv + 2);
   CLI::App app{"epochctl: inspect and steer an epochfs mount (docs/ADMIN.md)", "epochctl"};
   app.require_subcommand(1);
+  app.set_version_flag("-V,--version", "epochctl " EPOCHFS_VERSION,
+                       "Print epochctl's version and exit");
   std::string mountpoint, socket;
   bool asJson = false;
   std::vector<std::string> paths;

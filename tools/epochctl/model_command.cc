@@ -35,7 +35,9 @@ std::optional<std::string> findModelPythonPath() {
   const std::string dir = exeDir();
   if (!dir.empty()) {
     candidates.push_back(dir + "/../../tools/python");
-    candidates.push_back(dir + "/../share/epochfs/python");
+#ifdef EPOCHFS_PYTHON_FROM_BINDIR
+    candidates.push_back(dir + "/" + EPOCHFS_PYTHON_FROM_BINDIR);  // installed
+#endif
   }
 #ifdef EPOCHFS_SOURCE_DIR
   candidates.push_back(std::string(EPOCHFS_SOURCE_DIR) + "/tools/python");

@@ -26,6 +26,7 @@
 #include "fusefs/mount_options.h"
 #include "fusefs/supervisor.h"
 #include "fusefs/supervisor_link.h"
+#include "fusefs/version_info.h"
 
 namespace {
 
@@ -120,7 +121,12 @@ int runWorker(const MountOptions& options, epochfs::fusefs::SupervisorLink& link
 int main(int argc, char** argv) {
   bool exitNow = false;
   auto parsed = epochfs::fusefs::parseMountOptions(argc, argv, &exitNow);
-  if (exitNow) return 0;
+  if (exitNow) {
+    if (parsed.isOk() && parsed.value().versionRequested) {
+      std::fputs(epochfs::fusefs::versionText().c_str(), stdout);
+    }
+    return 0;
+  }
   if (!parsed.isOk()) return fail(parsed.status().message());
   MountOptions options = std::move(parsed).value();
   // Both the supervised worker and the single-process daemon serve chunks:

@@ -12,7 +12,6 @@
 #include <set>
 
 #include "fusefs/memory_limit.h"
-#include "fusefs/version_info.h"
 
 namespace epochfs::fusefs {
 
@@ -269,7 +268,9 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
       ->check(CLI::Range(10, 600000));
   app.add_flag("--allow-other", o.allowOther, "Let other users read the mount");
   app.add_flag("--nonempty", o.nonempty, "Allow mounting over a non-empty directory");
-  app.set_version_flag("-V,--version", std::string(kEpochfsVersion),
+  // main() prints the versions (fusefs/version_info.h): this parser stays
+  // free of libfuse and UCX (the fuzzer links it alone).
+  app.set_version_flag("-V,--version", std::string(),
                        "Print the versions of epochfs, libfuse and UCX, and exit");
 
   std::vector<std::string> reversed(args.rbegin(), args.rend() - 1);
@@ -280,7 +281,7 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
     *exitNow = true;
     return cl;
   } catch (const CLI::CallForVersion& e) {
-    std::cout << versionText();
+    o.versionRequested = true;
     *exitNow = true;
     return cl;
   } catch (const CLI::ParseError& e) {

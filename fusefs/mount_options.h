@@ -70,11 +70,13 @@ struct MountOptions {
   bool clustered() const {
     return !clusterPeers.empty() || !clusterHostfile.empty() || clusterSlurm;
   }
+  bool versionRequested = false;  // -V/--version: main() prints the versions
   // The command line, for `epochctl status`.
   std::vector<std::string> given;
 };
 
-// Parses argv. `--help`/`--version` print and set `exitNow`. Both steps below.
+// Parses argv. `--help` prints, `--version` sets versionRequested; both set
+// `exitNow`. Both steps below.
 cache::Result<MountOptions> parseMountOptions(int argc, char** argv, bool* exitNow);
 
 // Step 1, pure (no filesystem, no NSS; fuzzed by tests/fuzz): the command

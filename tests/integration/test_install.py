@@ -82,7 +82,9 @@ def wait_for(cond, seconds):
 def installed_once(prefix_parent):
     """`cmake --install` as nobody into PREFIX (owned by nobody). CMake also
     writes BUILD/install_manifest.txt, which a user owns in their own build:
-    here a nobody-owned file is bound over it in a private mount namespace."""
+    here a nobody-owned file is bound over it in a private mount namespace.
+    nobody keeps CAP_DAC_READ_SEARCH only (the checkout may sit under a
+    0700 directory): it may read anything but write only where nobody may."""
     prefix = os.path.join(prefix_parent, "p")
     manifest = os.path.join(BUILD_DIR, "install_manifest.txt")
     open(manifest, "a").close()
@@ -91,7 +93,8 @@ def installed_once(prefix_parent):
     for p in (prefix_parent, stand_in):
         os.chown(p, 65534, 65534)
     script = ('mount --bind "$1" "$2" && exec setpriv --reuid=65534 --regid=65534 '
-              '--clear-groups cmake --install "$3" --prefix "$4"')
+              '--clear-groups --inh-caps=+dac_read_search --ambient-caps=+dac_read_search '
+              'cmake --install "$3" --prefix "$4"')
     r = run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
              stand_in, manifest, BUILD_DIR, prefix], cwd="/")
     return prefix, r, stand_in

@@ -44,8 +44,8 @@ struct MountState {
   // Cluster members for `status` ({"self", "count", "live_peers"}); unset or
   // returning null when not clustered.
   std::function<nlohmann::json()> members;
-  // The FUSE connection ({"protocol", "kernel_protocol", "libfuse"}) and the
-  // UCX library; unset: null.
+  // The libraries the daemon runs with, for `status` ({"fuse_protocol",
+  // "kernel_fuse_protocol", "libfuse", "ucx"}); unset: null.
   std::function<nlohmann::json()> libraries;
 };
 

@@ -15,10 +15,11 @@ Run by ctest with Debian's /usr/bin/python3 (EPOCHFS_BIN_DIR set); exit code
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
+
+from itest_support import run
 
 SKIP = 77
 BIN_DIR = os.environ.get("EPOCHFS_BIN_DIR", "")
@@ -35,13 +36,6 @@ def skip_reason():
     if os.geteuid() != 0:
         return "needs root (runs the install as nobody)"
     return None
-
-
-def run(cmd, **kw):
-    kw.setdefault("capture_output", True)
-    kw.setdefault("text", True)
-    kw.setdefault("timeout", 120)
-    return subprocess.run(cmd, **kw)
 
 
 def installed_once(prefix_parent):

@@ -18,11 +18,11 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import time
 import unittest
+
+from itest_support import is_mounted, run, unmount, wait_for
 
 SKIP = 77
 BIN_DIR = os.environ.get("EPOCHFS_BIN_DIR", "")
@@ -42,38 +42,6 @@ def skip_reason():
     except OSError as e:
         return "/dev/fuse not usable: %s" % e
     return None
-
-
-def run(cmd, **kw):
-    kw.setdefault("capture_output", True)
-    kw.setdefault("text", True)
-    kw.setdefault("timeout", 300)
-    return subprocess.run(cmd, **kw)
-
-
-def is_mounted(path):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == path for line in f)
-
-
-def unmount(path):
-    for cmd in (["fusermount3", "-u", path], ["umount", "-l", path]):
-        if not is_mounted(path):
-            return
-        run(cmd, timeout=10)
-        for _ in range(100):
-            if not is_mounted(path):
-                return
-            time.sleep(0.05)
-
-
-def wait_for(cond, seconds):
-    until = time.time() + seconds
-    while time.time() < until:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()
 
 
 def cache_value(build_dir, key):

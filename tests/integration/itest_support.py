@@ -1,0 +1,38 @@
+"""Helpers shared by the Python integration tests that run commands and mount
+(test_install.py, test_package.py): they import it from their own directory."""
+
+import subprocess
+import time
+
+
+def run(cmd, timeout=300, **kw):
+    """Runs `cmd`, capturing text output; never raises on a non-zero exit."""
+    kw.setdefault("capture_output", True)
+    kw.setdefault("text", True)
+    return subprocess.run(cmd, timeout=timeout, **kw)
+
+
+def is_mounted(path):
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == path for line in f)
+
+
+def unmount(path):
+    """fusermount3 -u, then a lazy umount if that did not take within 5 s."""
+    for cmd in (["fusermount3", "-u", path], ["umount", "-l", path]):
+        if not is_mounted(path):
+            return
+        run(cmd, timeout=10)
+        for _ in range(100):
+            if not is_mounted(path):
+                return
+            time.sleep(0.05)
+
+
+def wait_for(cond, seconds):
+    until = time.time() + seconds
+    while time.time() < until:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()

@@ -100,6 +100,7 @@ uint32_t FuseInitReplay::libfuseMinor(uint32_t kernelMinor) {
   fuse_args args = FUSE_ARGS_INIT(1, argv);
   fuse_lowlevel_ops ops{};
   fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &reply);
+  fuse_opt_free_args(&args);  // fuse_session_new copied what it needs
   if (se == nullptr) return 0;
   fuse_custom_io io{};
   io.writev = captureReply;

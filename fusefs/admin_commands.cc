@@ -67,15 +67,11 @@ void AdminCommands::registerAll(AdminServer& server) {
   };
   server.handle(admin::kCmdStatus, reader(&AdminCommands::status));
   server.handle(admin::kCmdStats, reader(&AdminCommands::stats));
-  server.handle("metrics", [this](const json&, AdminSession& s) {
+  server.handle(admin::kCmdMetrics, [this](const json&, AdminSession& s) {
     auth_.requireReader(s);
     return json{{"text", metricsText()}};
   });
-  server.handle("peers", [this](const json&, AdminSession& s) {
-    auth_.requireReader(s);
-    return json{{"clustered", false}, {"members", nullptr}, {"peers", json::array()}};
-  });
-  server.handle("plans", [this](const json&, AdminSession& s) {
+  server.handle(admin::kCmdPlans, [this](const json&, AdminSession& s) {
     auth_.requireReader(s);
     json j = plans_.summary();
     j["chunk_size"] = m_.cache.chunkSize();
@@ -83,7 +79,7 @@ void AdminCommands::registerAll(AdminServer& server) {
     j["ram_shards"] = m_.ram.shardCount();
     return j;
   });
-  server.handle("plan_entries", [this](const json& req, AdminSession& s) {
+  server.handle(admin::kCmdPlanEntries, [this](const json& req, AdminSession& s) {
     auth_.requireReader(s);
     return plans_.page(req.value("rank", 0), req.value("offset", uint64_t{0}));
   });
@@ -91,7 +87,7 @@ void AdminCommands::registerAll(AdminServer& server) {
     auth_.requireReader(s);
     return chunkShards(req);
   });
-  server.handle("refresh", [this](const json&, AdminSession& s) {
+  server.handle(admin::kCmdRefresh, [this](const json&, AdminSession& s) {
     auth_.requireAdmin(s);
     auto r = refresher_.refresh();
     if (!r.isOk()) throw AdminError::from(r.status());
@@ -112,7 +108,7 @@ void AdminCommands::registerAll(AdminServer& server) {
                 {"remount_needed", r->added > 0},
                 {"seconds", r->seconds}};
   });
-  server.handle("unmount", [this](const json&, AdminSession& s) {
+  server.handle(admin::kCmdUnmount, [this](const json&, AdminSession& s) {
     auth_.requireAdmin(s);
     spdlog::info("admin: unmount requested by uid {}", s.caller.uid);
     // After the reply is on its way: the FUSE loop ends on SIGTERM and the

@@ -1,10 +1,11 @@
 // AdminCommands: what the admin socket can ask of a mount — the handlers
 // registered on the AdminServer, answering from the mount's parts (MountState,
 // non-owning) and enforcing who may do what (AdminAuth). Commands (docs/ADMIN.md):
-//   readers: status, stats, metrics, peers, plans, plan_entries, chunk_shards, ls
+//   readers: status, stats, metrics, plans, plan_entries, chunk_shards, ls
 //   admins:  order_begin/append/commit, order_clear, refresh, unmount,
 //            warm_add/start/progress, evict
-// ls, warm and evict live in CacheCommands.
+// ls, warm and evict live in CacheCommands; peers, placement and upgrade in
+// Daemon (they need the cluster and the supervisor). The names: admin_protocol.h.
 #pragma once
 
 #include <atomic>

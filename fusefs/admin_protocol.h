@@ -22,9 +22,28 @@ namespace epochfs::admin {
 inline constexpr const char* kAdminXattr = "user.epochfs.admin";
 inline constexpr uint32_t kMaxMessageBytes = 64 * 1024;
 
-// Commands the daemon serves.
-inline constexpr const char* kCmdStatus = "status";  // version, pid, source, options, tiers
-inline constexpr const char* kCmdStats = "stats";    // counters (docs/METRICS.md)
+// Commands the daemon serves: every name here and nowhere else (the daemon,
+// epochctl, epochbench and the Python epochfs.admin use these; CTest
+// `admin-command-names` checks the tree for literals). Replies: docs/ADMIN.md.
+inline constexpr const char* kCmdStatus = "status";    // version, pid, source, options, tiers
+inline constexpr const char* kCmdStats = "stats";      // counters (docs/METRICS.md)
+inline constexpr const char* kCmdMetrics = "metrics";  // {text}: Prometheus exposition
+inline constexpr const char* kCmdPeers = "peers";      // cluster members and their counters
+// placement {start, count} -> a page of [path, owner node] (the sampler's map).
+inline constexpr const char* kCmdPlacement = "placement";
+inline constexpr const char* kCmdPlans = "plans";  // the registered orders, summarised
+// plan_entries {rank, offset} -> a page of one registered order.
+inline constexpr const char* kCmdPlanEntries = "plan_entries";
+inline constexpr const char* kCmdRefresh = "refresh";  // re-snapshot the source
+inline constexpr const char* kCmdUnmount = "unmount";
+inline constexpr const char* kCmdUpgrade = "upgrade";  // restart from the binary on disk
+// Residency and the cache: ls {paths}; warm_add {paths} repeated, warm_start,
+// warm_progress; evict {paths | all, tier}.
+inline constexpr const char* kCmdLs = "ls";
+inline constexpr const char* kCmdWarmAdd = "warm_add";
+inline constexpr const char* kCmdWarmStart = "warm_start";
+inline constexpr const char* kCmdWarmProgress = "warm_progress";
+inline constexpr const char* kCmdEvict = "evict";
 // A registered order (docs/PREFETCH.md), streamed over one connection:
 // order_begin {epoch, rank, start}; order_append {entries: [...]} repeated;
 // order_commit -> {entries: N}. order_clear drops every plan.
@@ -37,6 +56,14 @@ inline constexpr const char* kCmdOrderClear = "order_clear";
 // At most kMaxChunkShards chunks a request, so that the reply fits a message.
 inline constexpr const char* kCmdChunkShards = "chunk_shards";
 inline constexpr uint64_t kMaxChunkShards = 16384;
+
+// Every command, once: the daemon refuses to start unless it registered
+// exactly these (AdminServer::start).
+inline constexpr const char* kCommands[] = {
+    kCmdStatus,     kCmdStats,       kCmdMetrics,     kCmdPeers,        kCmdPlacement,
+    kCmdPlans,      kCmdPlanEntries, kCmdRefresh,     kCmdUnmount,      kCmdUpgrade,
+    kCmdLs,         kCmdWarmAdd,     kCmdWarmStart,   kCmdWarmProgress, kCmdEvict,
+    kCmdOrderBegin, kCmdOrderAppend, kCmdOrderCommit, kCmdOrderClear,   kCmdChunkShards};
 
 namespace detail {
 inline bool writeAll(int fd, const char* p, size_t n) {

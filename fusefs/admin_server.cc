@@ -101,7 +101,42 @@ Result<std::string> AdminServer::defaultPath(const std::string& mountpoint) {
   return dir + name;
 }
 
+void AdminServer::handle(const std::string& cmd, Handler h) {
+  if (!handlers_.emplace(cmd, std::move(h)).second) registeredTwice_.push_back(cmd);
+}
+
+namespace {
+
+// Empty when `handlers` holds exactly admin::kCommands, else what differs.
+std::string registryMismatch(const std::map<std::string, AdminServer::Handler>& handlers,
+                             const std::vector<std::string>& twice) {
+  std::string problems;
+  const auto add = [&](const std::string& what) {
+    if (!problems.empty()) problems.append("; ");
+    problems.append(what);
+  };
+  // (std::string appends: GCC 12's -Wrestrict misfires on "literal" + string.)
+  const auto quoted = [](const std::string& name) {
+    return std::string(1, '\'').append(name) + "'";
+  };
+  for (const auto& name : twice) add(quoted(name) + " registered twice");
+  std::set<std::string> declared;
+  for (const char* name : admin::kCommands) {
+    declared.insert(name);
+    if (handlers.count(name) == 0) add(quoted(name) + " not registered");
+  }
+  for (const auto& [name, h] : handlers) {
+    if (declared.count(name) == 0) add(quoted(name) + " is not in admin_protocol.h kCommands");
+  }
+  return problems;
+}
+
+}  // namespace
+
 Status AdminServer::start(const std::string& path) {
+  if (const std::string bad = registryMismatch(handlers_, registeredTwice_); !bad.empty()) {
+    return Status::invalidArgument("admin commands: " + bad);
+  }
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof(addr.sun_path)) return Status::invalidArgument("socket path too long");

@@ -96,11 +96,12 @@ class AdminServer {
 
   // Registers `cmd` before start(). A handler returns the reply body; "ok"
   // defaults to true. It may throw AdminError (or std::exception) to reply
-  // {"ok": false}.
-  void handle(const std::string& cmd, Handler h) { handlers_[cmd] = std::move(h); }
+  // {"ok": false}. A name registered twice is kept once and fails start().
+  void handle(const std::string& cmd, Handler h);
 
   // Binds `path` (its directory must exist and be writable only by us) and
-  // starts serving.
+  // starts serving. Fails, serving nothing, unless the commands registered
+  // are exactly admin::kCommands, each once (the registry: admin_protocol.h).
   cache::Status start(const std::string& path);
   // Stops accepting, wakes every open connection and waits for them to end.
   void stop();
@@ -122,6 +123,7 @@ class AdminServer {
   std::string dispatch(const std::string& message, AdminSession& session);
 
   std::map<std::string, Handler> handlers_;
+  std::vector<std::string> registeredTwice_;
   std::string path_;
   int listenFd_ = -1;
   std::atomic<bool> stopping_{false};

@@ -7,6 +7,7 @@
 
 #include "cache/disk_tier.h"
 #include "fusefs/admin_paths.h"
+#include "fusefs/admin_protocol.h"
 
 namespace epochfs::fusefs {
 
@@ -52,11 +53,14 @@ CacheCommands::CacheCommands(const DatasetNamespace& ns, cache::ChunkCache& cach
       residency_(ns, cache) {}
 
 void CacheCommands::registerAll(AdminServer& server) {
-  server.handle("ls", [this](const json& r, AdminSession& s) { return ls(r, s); });
-  server.handle("warm_add", [this](const json& r, AdminSession& s) { return warmAdd(r, s); });
-  server.handle("warm_start", [this](const json& r, AdminSession& s) { return warmStart(r, s); });
-  server.handle("warm_progress", [this](const json&, AdminSession& s) { return warmProgress(s); });
-  server.handle("evict", [this](const json& r, AdminSession& s) { return evict(r, s); });
+  server.handle(admin::kCmdLs, [this](const json& r, AdminSession& s) { return ls(r, s); });
+  server.handle(admin::kCmdWarmAdd,
+                [this](const json& r, AdminSession& s) { return warmAdd(r, s); });
+  server.handle(admin::kCmdWarmStart,
+                [this](const json& r, AdminSession& s) { return warmStart(r, s); });
+  server.handle(admin::kCmdWarmProgress,
+                [this](const json&, AdminSession& s) { return warmProgress(s); });
+  server.handle(admin::kCmdEvict, [this](const json& r, AdminSession& s) { return evict(r, s); });
 }
 
 Ino CacheCommands::resolve(const json& field) const {

@@ -381,35 +381,35 @@ Status Daemon::start() {
   };
   adminCommands_ = std::make_unique<AdminCommands>(state);
   adminCommands_->registerAll(admin_);
-  // `epochctl peers` (replaces AdminCommands' standalone answer).
-  admin_.handle("peers", [this, auth = std::make_shared<AdminAuth>(*namespace_, geteuid(),
-                                                                   options_.adminGid)](
-                             const json&, AdminSession& session) {
+  // `epochctl peers` (not clustered: {"clustered": false}).
+  admin_.handle(admin::kCmdPeers, [this, auth = std::make_shared<AdminAuth>(*namespace_, geteuid(),
+                                                                            options_.adminGid)](
+                                      const json&, AdminSession& session) {
     auth->requireReader(session);
     return peersJson();
   });
   // `placement`: which node owns each regular file (LocalityAwareSampler's map).
-  admin_.handle("placement", [this, auth = std::make_shared<AdminAuth>(*namespace_, geteuid(),
-                                                                       options_.adminGid)](
-                                 const json& req, AdminSession& session) {
+  admin_.handle(admin::kCmdPlacement, [this, auth = std::make_shared<AdminAuth>(
+                                                 *namespace_, geteuid(), options_.adminGid)](
+                                          const json& req, AdminSession& session) {
     auth->requireReader(session);
     return placementJson(req.value("start", uint64_t{0}), req.value("count", uint64_t{1000}));
   });
   if (supervision_) {
     // `epochctl upgrade`: the supervisor starts the binary on disk again.
-    admin_.handle(
-        "upgrade", [auth = std::make_shared<AdminAuth>(*namespace_, geteuid(), options_.adminGid)](
-                       const json&, AdminSession& session) {
-          auth->requireAdmin(session);
-          spdlog::info("admin: upgrade requested by uid {}", session.caller.uid);
-          std::thread([] {
-            std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the reply first
-            kill(getpid(), SIGUSR2);
-          }).detach();
-          return json{{"restarting", getpid()}};
-        });
+    admin_.handle(admin::kCmdUpgrade, [auth = std::make_shared<AdminAuth>(*namespace_, geteuid(),
+                                                                          options_.adminGid)](
+                                          const json&, AdminSession& session) {
+      auth->requireAdmin(session);
+      spdlog::info("admin: upgrade requested by uid {}", session.caller.uid);
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the reply first
+        kill(getpid(), SIGUSR2);
+      }).detach();
+      return json{{"restarting", getpid()}};
+    });
   } else {
-    admin_.handle("upgrade", [](const json&, AdminSession&) -> json {
+    admin_.handle(admin::kCmdUpgrade, [](const json&, AdminSession&) -> json {
       throw AdminError::unavailable(
           "this mount runs without a supervisor (--no-supervisor): unmount and mount again");
     });

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cache/segment_file.h"
+#include "fusefs/admin_protocol.h"
 #include "tests/fault/disk_test_util.h"
 #include "tests/integration/mount_fixture.h"
 
@@ -111,14 +112,14 @@ void DiskFaultTest::runCorruption(Damage damage) {
     r = t.mountAt(src, mnt, options);
     ASSERT_EQ(r.exitCode, 0) << r.describe();
   }
-  auto before = adminRequest(mnt, {{"cmd", "stats"}});
+  auto before = adminRequest(mnt, {{"cmd", admin::kCmdStats}});
   t.dropCaches(mnt);
   // The victim first, so that it is not in the (1 MiB) RAM tier.
   auto got = readFile(mnt + "/" + victim.file);
   EXPECT_EQ(got.err, 0) << strerror(got.err);
   EXPECT_TRUE(got.data == f.data.at(victim.file)) << "damaged record served for " << victim.file;
   EXPECT_EQ(verifyAll(mnt, f), 0) << "after the damage";
-  auto after = adminRequest(mnt, {{"cmd", "stats"}});
+  auto after = adminRequest(mnt, {{"cmd", admin::kCmdStats}});
   ASSERT_TRUE(after.value("ok", false)) << after.dump();
   EXPECT_GE(sourceIo(after) - sourceIo(before), kFileBytes)
       << "the victim was not re-read from the source: " << after.dump();

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "fusefs/admin_protocol.h"
 #include "tests/integration/mount_fixture.h"
 
 // GCC 12 reports a false -Wrestrict inside std::string concatenation at -O3.
@@ -246,7 +247,7 @@ TEST_F(SupervisorTest, KilledWorkerRestartsAndReadersGetOnlyRightBytes) {
         static_cast<unsigned long long>(counter(after, "tiers.disk.corruptions").value_or(0)));
     worker = next;
     // The next kill lands in a cold pass again: nothing cached anywhere.
-    adminRequest(mnt_, {{"cmd", "evict"}, {"all", true}, {"tier", "all"}});
+    adminRequest(mnt_, {{"cmd", admin::kCmdEvict}, {"all", true}, {"tier", "all"}});
     dropCaches();
   }
   // Every reader completes two more full passes after the last restart.

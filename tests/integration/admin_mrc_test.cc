@@ -12,6 +12,7 @@
 #include <fstream>
 #include <random>
 
+#include "fusefs/admin_protocol.h"
 #include "tests/integration/admin_shapes.h"
 #include "tests/integration/admin_test_util.h"
 
@@ -135,10 +136,11 @@ TEST_F(AdminMrcTest, ChunkShardsNamesEachChunksShard) {
   writeFile(src_ + "/a.bin", randomBytes(3 * kMiB + 5, 1));
   ASSERT_EQ(mount().exitCode, 0);
   ASSERT_EQ(runCtl({"order", mnt_, writeOrder("o", {"a.bin"})}).exitCode, 0);
-  const json page = adminRequest(mnt_, {{"cmd", "plan_entries"}, {"rank", 0}, {"offset", 0}});
+  const json page =
+      adminRequest(mnt_, {{"cmd", admin::kCmdPlanEntries}, {"rank", 0}, {"offset", 0}});
   ASSERT_EQ(page["entries"].size(), 1u) << page.dump();
   const uint64_t fileId = page["entries"][0][0];
-  json r = adminRequest(mnt_, {{"cmd", "chunk_shards"},
+  json r = adminRequest(mnt_, {{"cmd", admin::kCmdChunkShards},
                                {"files", {{"a.bin", 0, 4}, {fileId, 1, 3}, {"missing", 0, 1}}}});
   ASSERT_TRUE(r.value("ok", false)) << r.dump();
   EXPECT_EQ(r["max_shards"], 16);
@@ -149,18 +151,19 @@ TEST_F(AdminMrcTest, ChunkShardsNamesEachChunksShard) {
   EXPECT_EQ(byPath.find_first_not_of("0123456789abcdef"), std::string::npos) << byPath;
   EXPECT_TRUE(r["shards"][2].is_null());
 
-  for (const json& bad : {json{{"cmd", "chunk_shards"}, {"files", "a.bin"}},
-                          json{{"cmd", "chunk_shards"}, {"files", {{"a.bin", 4}}}},
-                          json{{"cmd", "chunk_shards"}, {"files", {{"a.bin", -1, 4}}}},
-                          json{{"cmd", "chunk_shards"}, {"files", {{"../x", 0, 1}}}}}) {
+  for (const json& bad : {json{{"cmd", admin::kCmdChunkShards}, {"files", "a.bin"}},
+                          json{{"cmd", admin::kCmdChunkShards}, {"files", {{"a.bin", 4}}}},
+                          json{{"cmd", admin::kCmdChunkShards}, {"files", {{"a.bin", -1, 4}}}},
+                          json{{"cmd", admin::kCmdChunkShards}, {"files", {{"../x", 0, 1}}}}}) {
     r = adminRequest(mnt_, bad);
     EXPECT_FALSE(r.value("ok", true)) << bad.dump();
     EXPECT_EQ(r.value("code", ""), "invalid") << r.dump();
   }
-  for (const json& big : {json{{"cmd", "chunk_shards"}, {"files", {{"a.bin", 0, 16385}}}},
-                          json{{"cmd", "chunk_shards"}, {"files", {{fileId, 4294967295u, 2}}}},
-                          json{{"cmd", "chunk_shards"},
-                               {"files", {{fileId, 0, 5}, {fileId, 0, ~uint64_t{0} - 4}}}}}) {
+  for (const json& big :
+       {json{{"cmd", admin::kCmdChunkShards}, {"files", {{"a.bin", 0, 16385}}}},
+        json{{"cmd", admin::kCmdChunkShards}, {"files", {{fileId, 4294967295u, 2}}}},
+        json{{"cmd", admin::kCmdChunkShards},
+             {"files", {{fileId, 0, 5}, {fileId, 0, ~uint64_t{0} - 4}}}}}) {
     r = adminRequest(mnt_, big);
     EXPECT_EQ(r.value("code", ""), "too_large") << r.dump();
   }

@@ -194,10 +194,10 @@ TEST_F(AdminSecurityTest, OversizedMessagesAreCutOff) {
   ASSERT_EQ(replies.size(), 1u);
   EXPECT_EQ(replies[0].value("code", ""), "too_large");
   // Exactly at the cap: served. One byte over: refused.
-  std::string pad = json{{"cmd", "status"}, {"pad", ""}}.dump();
-  std::string atCap =
-      json{{"cmd", "status"}, {"pad", std::string(admin::kMaxMessageBytes - pad.size(), 'p')}}
-          .dump();
+  std::string pad = json{{"cmd", admin::kCmdStatus}, {"pad", ""}}.dump();
+  std::string atCap = json{{"cmd", admin::kCmdStatus},
+                           {"pad", std::string(admin::kMaxMessageBytes - pad.size(), 'p')}}
+                          .dump();
   ASSERT_EQ(atCap.size(), admin::kMaxMessageBytes);
   fd = connectAdmin(mnt_);
   ASSERT_TRUE(admin::sendMessage(fd, atCap));
@@ -242,9 +242,9 @@ TEST_F(AdminSecurityTest, PathTraversalIsRefused) {
   };
   for (const json& p : bad) {
     const std::string what = p.dump().substr(0, 60);
-    for (const json& req :
-         {json{{"cmd", "ls"}, {"path", p}}, json{{"cmd", "warm_add"}, {"paths", json::array({p})}},
-          json{{"cmd", "evict"}, {"paths", json::array({p})}}}) {
+    for (const json& req : {json{{"cmd", admin::kCmdLs}, {"path", p}},
+                            json{{"cmd", admin::kCmdWarmAdd}, {"paths", json::array({p})}},
+                            json{{"cmd", admin::kCmdEvict}, {"paths", json::array({p})}}}) {
       json r = adminRequest(mnt_, req);
       EXPECT_FALSE(r.value("ok", true))
           << req["cmd"] << " " << what << " -> " << r.dump().substr(0, 200);
@@ -254,21 +254,21 @@ TEST_F(AdminSecurityTest, PathTraversalIsRefused) {
     int fd = connectAdmin(mnt_);
     ASSERT_GE(fd, 0);
     std::string reply;
-    ASSERT_TRUE(admin::sendMessage(fd, json{{"cmd", "order_begin"}}.dump()));
+    ASSERT_TRUE(admin::sendMessage(fd, json{{"cmd", admin::kCmdOrderBegin}}.dump()));
     ASSERT_TRUE(admin::receiveMessage(fd, reply));
-    ASSERT_TRUE(
-        admin::sendMessage(fd, json{{"cmd", "order_append"}, {"entries", json::array({p})}}.dump(
-                                   -1, ' ', false, json::error_handler_t::replace)));
+    ASSERT_TRUE(admin::sendMessage(
+        fd, json{{"cmd", admin::kCmdOrderAppend}, {"entries", json::array({p})}}.dump(
+                -1, ' ', false, json::error_handler_t::replace)));
     ASSERT_TRUE(admin::receiveMessage(fd, reply)) << "no reply to order entry " << what;
     EXPECT_FALSE(json::parse(reply).value("ok", true)) << "order entry " << what << ": " << reply;
     close(fd);
   }
   // The symlink itself is an entry of the dataset, not a door out of it.
-  json r = adminRequest(mnt_, {{"cmd", "ls"}, {"path", "pub/etc_link"}});
+  json r = adminRequest(mnt_, {{"cmd", admin::kCmdLs}, {"path", "pub/etc_link"}});
   ASSERT_TRUE(r.value("ok", false)) << r.dump();
   EXPECT_EQ(r["entry"]["type"], "symlink");
   EXPECT_EQ(r["entry"]["files"], 0);
-  r = adminRequest(mnt_, {{"cmd", "warm_add"}, {"paths", {"pub/etc_link"}}});
+  r = adminRequest(mnt_, {{"cmd", admin::kCmdWarmAdd}, {"paths", {"pub/etc_link"}}});
   EXPECT_FALSE(r.value("ok", true));
   // Through epochctl: the same refusals, one line each.
   for (const char* p : {"../../etc/shadow", "/etc/shadow", "a/../../x"}) {

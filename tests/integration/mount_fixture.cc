@@ -606,7 +606,7 @@ ProcResult MountTest::mountAt(const std::string& src, const std::string& mnt,
   if (isMounted(mnt)) {
     Mounted m{mnt, -1};
     if (r.exitCode == 0 && opts.identity != Identity::kNobody) {
-      auto j = adminRequest(mnt, {{"cmd", "status"}});
+      auto j = adminRequest(mnt, {{"cmd", admin::kCmdStatus}});
       if (auto pid = counter(j, "pid")) m.pid = static_cast<pid_t>(*pid);
     }
     mounted_.push_back(m);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "fusefs/admin_protocol.h"
 #include "tools/epochctl/formatting.h"
 
 namespace epochfs::ctl {
@@ -18,7 +19,7 @@ json runLs(AdminClient& client, const PathList& paths, bool dirOnly) {
     json children = json::array();
     json offset = 0;
     while (!offset.is_null()) {
-      json reply = client.call({{"cmd", "ls"},
+      json reply = client.call({{"cmd", admin::kCmdLs},
                                 {"path", PathList::encode(p)},
                                 {"children", !dirOnly},
                                 {"offset", offset}},

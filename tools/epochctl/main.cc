@@ -13,6 +13,7 @@
 #include <iostream>
 #include <thread>
 
+#include "fusefs/admin_protocol.h"
 #include "tools/epochctl/admin_client.h"
 #include "tools/epochctl/formatting.h"
 #include "tools/epochctl/ls_command.h"
@@ -26,6 +27,7 @@
 
 using nlohmann::json;
 namespace ctl = epochfs::ctl;
+namespace admin = epochfs::admin;
 
 namespace {
 
@@ -65,14 +67,14 @@ std::vector<uint64_t> parseSizes(const std::string& list) {
 // on disk again; waits until a new daemon answers "status" (60 s).
 static json upgradeDaemon(ctl::AdminClient& client, const std::string& mountpoint,
                           const std::string& socket) {
-  const json asked = client.call({{"cmd", "upgrade"}});
+  const json asked = client.call({{"cmd", admin::kCmdUpgrade}});
   const int64_t old = asked.value("restarting", int64_t{0});
   const auto t0 = std::chrono::steady_clock::now();
   while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     try {
       ctl::AdminClient fresh(mountpoint, socket);
-      json st = fresh.call({{"cmd", "status"}});
+      json st = fresh.call({{"cmd", admin::kCmdStatus}});
       const int64_t pid = st.value("pid", int64_t{0});
       if (pid != 0 && pid != old) {
         return json{{"ok", true},
@@ -218,7 +220,7 @@ int main(int argc, char** argv) {
     std::string text;
     if (cmd == "order") {
       if (clear) {
-        reply = client.call({{"cmd", "order_clear"}});
+        reply = client.call({{"cmd", admin::kCmdOrderClear}});
         text = "orders cleared\n";
       } else if (orderFile.empty()) {
         throw ctl::CtlError("order needs a FILE (or - for stdin), or --clear");
@@ -254,7 +256,7 @@ int main(int argc, char** argv) {
         text += "plot: " + mrcOptions.png + "\n";
       }
     } else if (cmd == "refresh") {
-      reply = client.call({{"cmd", "refresh"}}, 3600);
+      reply = client.call({{"cmd", admin::kCmdRefresh}}, 3600);
       text = ctl::formatRefresh(reply);
     } else if (cmd == "upgrade") {
       reply = upgradeDaemon(client, mountpoint, socket);
@@ -264,10 +266,15 @@ int main(int argc, char** argv) {
       reply = ctl::runPlacement(client);
       text = ctl::formatPlacement(reply);
     } else if (cmd == "unmount") {
-      reply = client.call({{"cmd", "unmount"}});
+      reply = client.call({{"cmd", admin::kCmdUnmount}});
       text = "unmounting " + reply.value("unmounting", mountpoint) + "\n";
     } else {
-      reply = client.call({{"cmd", cmd}});
+      // status, stats, metrics, peers: the reply is all there is.
+      const char* command = cmd == "status"    ? admin::kCmdStatus
+                            : cmd == "stats"   ? admin::kCmdStats
+                            : cmd == "metrics" ? admin::kCmdMetrics
+                                               : admin::kCmdPeers;
+      reply = client.call({{"cmd", command}});
       if (cmd == "status") text = ctl::formatStatus(reply);
       if (cmd == "stats") text = ctl::formatStats(reply);
       if (cmd == "metrics") text = reply.value("text", "");

@@ -168,7 +168,8 @@ std::vector<MrcModel::Entry> registeredOrder(AdminClient& client, const json& pl
     std::vector<MrcModel::Entry> entries;
     json offset = p.value("start", uint64_t{0});
     while (!offset.is_null()) {
-      json page = client.call({{"cmd", "plan_entries"}, {"rank", p["rank"]}, {"offset", offset}});
+      json page =
+          client.call({{"cmd", admin::kCmdPlanEntries}, {"rank", p["rank"]}, {"offset", offset}});
       for (const json& e : page["entries"]) {
         entries.push_back(
             {files.index(std::to_string(e[0].get<uint64_t>()), e[1].get<uint64_t>(), e[0]),
@@ -194,7 +195,7 @@ json ratiosJson(const MrcModel::Ratios& r) { return {{"all", r.all}, {"warm", r.
 }  // namespace
 
 json runMrc(AdminClient& client, const MrcOptions& o) {
-  const json info = client.call({{"cmd", "plans"}});
+  const json info = client.call({{"cmd", admin::kCmdPlans}});
   const uint32_t chunkSize = o.chunkSize ? o.chunkSize : info.value("chunk_size", 1u << 20);
   FileTable files;
   std::vector<std::vector<MrcModel::Entry>> orders;

@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "fusefs/admin_protocol.h"
+
 namespace epochfs::ctl {
 
 using nlohmann::json;
@@ -13,7 +15,7 @@ json runPlacement(AdminClient& client) {
     uint64_t start = 0;
     bool changed = false;
     for (;;) {
-      json page = client.call({{"cmd", "placement"}, {"start", start}, {"count", 100000}});
+      json page = client.call({{"cmd", admin::kCmdPlacement}, {"start", start}, {"count", 100000}});
       if (first.is_null()) first = page;
       if (page.value("version", uint64_t{0}) != first.value("version", uint64_t{0})) {
         changed = true;  // the member set changed while paging: read it again

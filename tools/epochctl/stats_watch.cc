@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "fusefs/admin_protocol.h"
 #include "tools/epochctl/admin_client.h"
 #include "tools/epochctl/formatting.h"
 #include "tools/epochctl/progress_bar.h"
@@ -156,7 +157,7 @@ int StatsWatch::run() {
     json cur;
     {
       AdminClient client(mountpoint_, socket_);
-      cur = client.call({{"cmd", "stats"}});
+      cur = client.call({{"cmd", admin::kCmdStats}});
     }
     cur.erase("ok");
     if (!prev.is_null()) {

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <thread>
 
+#include "fusefs/admin_protocol.h"
 #include "tools/epochctl/formatting.h"
 #include "tools/epochctl/progress_bar.h"
 
@@ -15,14 +16,14 @@ using nlohmann::json;
 
 json runWarm(AdminClient& client, const PathList& paths, const WarmOptions& options) {
   if (paths.empty()) throw CtlError("warm needs PATH... or --list FILE");
-  paths.sendBatches(client, {{"cmd", "warm_add"}}, [](const json&) {});
-  json start = {{"cmd", "warm_start"}};
+  paths.sendBatches(client, {{"cmd", admin::kCmdWarmAdd}}, [](const json&) {});
+  json start = {{"cmd", admin::kCmdWarmStart}};
   if (options.threads > 0) start["threads"] = options.threads;
   const json started = client.call(start);
   ProgressBar bar(stderr, isatty(STDERR_FILENO) != 0);
   json p;
   for (;;) {
-    p = client.call({{"cmd", "warm_progress"}});
+    p = client.call({{"cmd", admin::kCmdWarmProgress}});
     const auto files = p.value("files_done", uint64_t{0});
     const auto filesTotal = p.value("files_total", uint64_t{0});
     const auto bytes = p.value("bytes_done", uint64_t{0});
@@ -63,13 +64,13 @@ std::string formatWarm(const json& r) {
 json runEvict(AdminClient& client, const PathList& paths, bool all, const std::string& tier) {
   if (all) {
     if (!paths.empty()) throw CtlError("evict takes PATH... or --all, not both");
-    json r = client.call({{"cmd", "evict"}, {"all", true}, {"tier", tier}}, 120);
+    json r = client.call({{"cmd", admin::kCmdEvict}, {"all", true}, {"tier", tier}}, 120);
     r.erase("ok");
     return r;
   }
   if (paths.empty()) throw CtlError("evict needs PATH... or --all");
   uint64_t files = 0, chunks = 0, bytes = 0;
-  paths.sendBatches(client, {{"cmd", "evict"}, {"tier", tier}}, [&](const json& r) {
+  paths.sendBatches(client, {{"cmd", admin::kCmdEvict}, {"tier", tier}}, [&](const json& r) {
     files += r.value("files", uint64_t{0});
     chunks += r.value("chunks", uint64_t{0});
     bytes += r.value("bytes", uint64_t{0});

@@ -18,7 +18,30 @@ ADMIN_XATTR = "user.epochfs.admin"
 MAX_MESSAGE_BYTES = 64 * 1024
 DEFAULT_TIMEOUT_S = 10.0
 
-_APPEND_HEAD = b'{"cmd":"order_append","entries":['
+# The admin commands, as fusefs/admin_protocol.h names them (its kCmd* constants; a unit
+# test keeps the two equal). Requests use these, never the literal names.
+CMD_STATUS = "status"
+CMD_STATS = "stats"
+CMD_METRICS = "metrics"
+CMD_PEERS = "peers"
+CMD_PLACEMENT = "placement"
+CMD_PLANS = "plans"
+CMD_PLAN_ENTRIES = "plan_entries"
+CMD_REFRESH = "refresh"
+CMD_UNMOUNT = "unmount"
+CMD_UPGRADE = "upgrade"
+CMD_LS = "ls"
+CMD_WARM_ADD = "warm_add"
+CMD_WARM_START = "warm_start"
+CMD_WARM_PROGRESS = "warm_progress"
+CMD_EVICT = "evict"
+CMD_ORDER_BEGIN = "order_begin"
+CMD_ORDER_APPEND = "order_append"
+CMD_ORDER_COMMIT = "order_commit"
+CMD_ORDER_CLEAR = "order_clear"
+CMD_CHUNK_SHARDS = "chunk_shards"
+
+_APPEND_HEAD = b'{"cmd":%s,"entries":[' % json.dumps(CMD_ORDER_APPEND).encode()
 _APPEND_TAIL = b"]}"
 
 
@@ -52,7 +75,7 @@ def _encode(obj):
 class AdminClient:
     """One connection to a mount's admin socket. Not thread-safe; use one per thread.
 
-    ``with AdminClient("/mnt/data") as c: c.call({"cmd": "status"})``
+    ``with AdminClient("/mnt/data") as c: c.call({"cmd": CMD_STATUS})``
     """
 
     def __init__(self, mountpoint, timeout=DEFAULT_TIMEOUT_S):
@@ -168,16 +191,16 @@ def register_order(mountpoint, paths, epoch, rank=0, start=0, timeout=DEFAULT_TI
     the partial plan is never committed).
     """
     with AdminClient(mountpoint, timeout=timeout) as client:
-        client.call({"cmd": "order_begin", "epoch": int(epoch), "rank": int(rank), "start": int(start)})
+        client.call({"cmd": CMD_ORDER_BEGIN, "epoch": int(epoch), "rank": int(rank), "start": int(start)})
         for payload in _append_payloads(paths):
             client._call_raw(payload)
-        return client.call({"cmd": "order_commit"})
+        return client.call({"cmd": CMD_ORDER_COMMIT})
 
 
 def clear_order(mountpoint, timeout=DEFAULT_TIMEOUT_S):
     """Forgets the registered order (the mount falls back to order-blind caching)."""
     with AdminClient(mountpoint, timeout=timeout) as client:
-        return client.call({"cmd": "order_clear"})
+        return client.call({"cmd": CMD_ORDER_CLEAR})
 
 
 def placement(mountpoint, timeout=DEFAULT_TIMEOUT_S):
@@ -191,7 +214,7 @@ def placement(mountpoint, timeout=DEFAULT_TIMEOUT_S):
     with AdminClient(mountpoint, timeout=timeout) as client:
         start, version = 0, None
         while True:
-            reply = client.call({"cmd": "placement", "start": start, "count": 100000})
+            reply = client.call({"cmd": CMD_PLACEMENT, "start": start, "count": 100000})
             if version is None:
                 version = reply["version"]
             elif reply["version"] != version:

@@ -217,7 +217,7 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
       ->check(CLI::Range(1, 1024));
   app.add_option("--log-level", o.logLevel, "trace|debug|info|warn|error|off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
-  app.add_option("--log-file", o.logFile, "Log file (default: syslog-less stderr, or none)");
+  app.add_option("--log-file", o.logFile, "Log file (default: syslog; stderr with -f)");
   app.add_option("--revalidate", o.revalidateSeconds,
                  "Re-check source files older than SECONDS (default 0: immutable)")
       ->check(CLI::Range(0, 86400 * 365));

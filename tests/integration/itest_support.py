@@ -1,8 +1,20 @@
 """Helpers shared by the Python integration tests that run commands and mount
-(test_install.py, test_package.py): they import it from their own directory."""
+(test_install.py, test_package.py, test_admin_names.py): they import it from their own directory."""
 
+import os
 import subprocess
 import time
+
+
+def mount_skip_reason(bin_dir):
+    """Why a test that mounts cannot run here (no epochfs in bin_dir, no /dev/fuse), or None."""
+    if not os.access(os.path.join(bin_dir, "epochfs"), os.X_OK):
+        return "epochfs binary not found in %r (EPOCHFS_BIN_DIR)" % bin_dir
+    try:
+        os.close(os.open("/dev/fuse", os.O_RDWR))
+    except OSError as e:
+        return "/dev/fuse not usable: %s" % e
+    return None
 
 
 def run(cmd, timeout=300, **kw):

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import unittest
 
-from itest_support import is_mounted, run, unmount, wait_for
+from itest_support import is_mounted, mount_skip_reason, run, unmount, wait_for
 
 SKIP = 77
 BIN_DIR = os.environ.get("EPOCHFS_BIN_DIR", "")
@@ -30,18 +30,12 @@ BUILD_DIR = os.path.dirname(os.path.abspath(BIN_DIR)) if BIN_DIR else ""
 
 
 def skip_reason():
-    if not os.access(os.path.join(BIN_DIR, "epochfs"), os.X_OK):
-        return "epochfs binary not found in %r (EPOCHFS_BIN_DIR)" % BIN_DIR
     if os.geteuid() != 0:
         return "needs root (mounts)"
     for tool in ("dpkg", "cpack", "dpkg-shlibdeps"):
         if shutil.which(tool) is None:
             return "%s missing (tools/build installs dpkg-dev)" % tool
-    try:
-        os.close(os.open("/dev/fuse", os.O_RDWR))
-    except OSError as e:
-        return "/dev/fuse not usable: %s" % e
-    return None
+    return mount_skip_reason(BIN_DIR)
 
 
 def cache_value(build_dir, key):

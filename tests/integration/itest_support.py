@@ -3,7 +3,13 @@
 
 import os
 import subprocess
+import sys
 import time
+import unittest
+
+from epochfs.bench_env import is_mounted  # noqa: F401  (re-exported for the tests)
+
+SKIP = 77  # CTest's SKIP_RETURN_CODE for the Python tests
 
 
 def mount_skip_reason(bin_dir):
@@ -24,9 +30,6 @@ def run(cmd, timeout=300, **kw):
     return subprocess.run(cmd, timeout=timeout, **kw)
 
 
-def is_mounted(path):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == path for line in f)
 
 
 def unmount(path):
@@ -48,3 +51,11 @@ def wait_for(cond, seconds):
             return True
         time.sleep(0.05)
     return cond()
+
+
+def main(skip_reason):
+    """Runs the calling test module's tests, or exits SKIP saying why they cannot run here."""
+    if skip_reason:
+        print("SKIP: " + skip_reason)
+        sys.exit(SKIP)
+    unittest.main(module="__main__", verbosity=2)

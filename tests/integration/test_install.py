@@ -15,13 +15,12 @@ Run by ctest with Debian's /usr/bin/python3 (EPOCHFS_BIN_DIR set); exit code
 
 import os
 import shutil
-import sys
 import tempfile
 import unittest
 
+import itest_support
 from itest_support import run
 
-SKIP = 77
 BIN_DIR = os.environ.get("EPOCHFS_BIN_DIR", "")
 BUILD_DIR = os.path.dirname(os.path.abspath(BIN_DIR)) if BIN_DIR else ""
 SOURCE_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -220,8 +219,4 @@ class InstallTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    reason = skip_reason()
-    if reason:
-        print("SKIP: " + reason)
-        sys.exit(SKIP)
-    unittest.main(verbosity=2)
+    itest_support.main(skip_reason())

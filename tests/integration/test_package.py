@@ -18,13 +18,12 @@ import json
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import unittest
 
+import itest_support
 from itest_support import is_mounted, mount_skip_reason, run, unmount, wait_for
 
-SKIP = 77
 BIN_DIR = os.environ.get("EPOCHFS_BIN_DIR", "")
 BUILD_DIR = os.path.dirname(os.path.abspath(BIN_DIR)) if BIN_DIR else ""
 
@@ -157,8 +156,4 @@ class PackageTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    reason = skip_reason()
-    if reason:
-        print("SKIP: " + reason)
-        sys.exit(SKIP)
-    unittest.main(verbosity=2)
+    itest_support.main(skip_reason())

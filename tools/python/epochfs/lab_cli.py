@@ -1,0 +1,152 @@
+"""Command line of tools/cluster-lab: parses each subcommand's options and reports user errors
+as one line (exit 2), never a traceback. The work is done by epochfs.lab (up, status),
+epochfs.lab_down (down), epochfs.lab_node (exec) and epochfs.lab_bench (bench).
+Standard library only.
+"""
+
+import argparse
+import sys
+
+from . import lab as lab_mod
+from .lab_util import LabError, parse_rate, parse_size
+
+USAGE = """cluster-lab: a cluster of epochfs nodes on one machine (docs/LAB.md)
+
+  cluster-lab up --nodes N --data DIR [--link RATE] [--source-bw RATE] [--node-memory SIZE]
+                 [--node-cpus F] [--dir DIR] [-- EPOCHFS-OPTIONS...]
+  cluster-lab status [--json] [--dir DIR]
+  cluster-lab exec NODE CMD...        (NODE: node0 or 0)
+  cluster-lab down [--dir DIR]
+  cluster-lab bench [--link RATE] [--files N] [--repeats N] [--json]
+
+Every subcommand takes --help. Needs root, /dev/fuse, `ip netns` and cgroups.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise LabError("%s: %s" % (self.prog, message))
+
+
+def _dir_arg(p):
+    p.add_argument("--dir", default=lab_mod.DEFAULT_DIR,
+                   help="the lab's directory and state file (default %(default)s; $EPOCHFS_LAB_DIR)")
+
+
+def _up(argv):
+    p = _Parser(prog="cluster-lab up", description=(
+        "Makes N nodes (network, UTS and mount namespaces, a tbf-limited veth on a bridge, memory "
+        "and cpu cgroups), copies DIR onto the lab's source (an ext4 loop device with one read "
+        "limit shared by all nodes) and starts epochfs on every node with the documented launch "
+        "(hostfile, secret, UCX_TLS=tcp). Options after -- go to every epochfs."))
+    p.add_argument("--nodes", type=int, required=True, help="number of nodes (1..64)")
+    p.add_argument("--data", required=True, help="the dataset directory copied onto the source")
+    p.add_argument("--link", default=lab_mod.DEFAULT_LINK,
+                   help="each node's link rate, both directions (default %(default)s)")
+    p.add_argument("--source-bw", default=lab_mod.DEFAULT_SOURCE_BW,
+                   help="the source's read bandwidth for all nodes together (default %(default)s; 0: none)")
+    p.add_argument("--node-memory", default=None,
+                   help="each node's memory limit (default: host memory / N)")
+    p.add_argument("--node-cpus", type=float, default=0.0,
+                   help="each node's CPU quota in cores, e.g. 0.5 (default: none, nodes share the host)")
+    p.add_argument("--bin", default=None, help="directory of epochfs and epochctl (default: build/bin)")
+    p.add_argument("--wait", type=float, default=90, help="seconds to wait for the cluster to form")
+    _dir_arg(p)
+    a, rest = _split_dashdash(p, argv)
+    lab = lab_mod.Lab.up(a.data, a.nodes, directory=a.dir, link=parse_rate(a.link),
+                         source_bw=0 if a.source_bw == "0" else parse_rate(a.source_bw),
+                         node_memory=parse_size(a.node_memory) if a.node_memory else None,
+                         node_cpus=a.node_cpus, epochfs_options=rest, bindir=a.bin, wait_s=a.wait)
+    _print_status(lab.status())
+    return 0
+
+
+def _split_dashdash(p, argv):
+    if "--" in argv:
+        i = argv.index("--")
+        return p.parse_args(argv[:i]), argv[i + 1:]
+    return p.parse_args(argv), []
+
+
+def _status(argv):
+    p = _Parser(prog="cluster-lab status", description=(
+        "The source's path and each node's name, address, mountpoint, daemon pid and link rate. "
+        "--json: {\"source\": PATH, \"nodes\": [{\"name\", \"address\", \"mountpoint\", \"pid\", "
+        "\"link\", ...}, ...], ...}"))
+    p.add_argument("--json", action="store_true", help="print JSON")
+    _dir_arg(p)
+    a = p.parse_args(argv)
+    st = lab_mod.Lab.load(a.dir).status()
+    if a.json:
+        print(lab_mod.dumps(st))
+    else:
+        _print_status(st)
+    return 0
+
+
+def _print_status(st):
+    print("lab %s in %s (%s); source %s (%s files, %.1f MiB, read limit %s, %s)" % (
+        st["prefix"], st["dir"], "up" if st["complete"] else "incomplete", st["source"],
+        st["source_files"], (st["source_bytes"] or 0) / 2**20, st["source_bw"] or "none",
+        st["source_device"]))
+    print("%-7s %-12s %-8s %-8s %-6s %-9s %s" % ("node", "address", "pid", "link", "state",
+                                                  "memory", "mountpoint"))
+    for n in st["nodes"]:
+        print("%-7s %-12s %-8s %-8s %-6s %-9s %s%s" % (
+            n["name"], n["address"], n["pid"] or "-", n["link"], n["link_state"],
+            "%dM" % (n["memory_bytes"] >> 20), n["mountpoint"], "" if n["mounted"] else " (not mounted)"))
+
+
+def _down(argv):
+    p = _Parser(prog="cluster-lab down", description=(
+        "Removes everything the lab in --dir made (processes, mounts, namespaces, veths, bridge, "
+        "loop device, cgroups, files), from its state file; also after a crash. Idempotent."))
+    _dir_arg(p)
+    a = p.parse_args(argv)
+    from .lab_down import down
+    down(a.dir)
+    return 0
+
+
+def _exec(argv):
+    p = _Parser(prog="cluster-lab exec", description=(
+        "Runs CMD inside NODE: its network, UTS and mount namespaces and its cgroups, with "
+        "EPOCHFS_LAB_NODE and EPOCHFS_LAB_MOUNT (the node's mountpoint) set. Exits with CMD's status."))
+    _dir_arg(p)
+    p.add_argument("node", help="node name (node0) or index (0)")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, help="the command and its arguments")
+    a = p.parse_args(argv)
+    if a.cmd and a.cmd[0] == "--":
+        a.cmd = a.cmd[1:]
+    if not a.cmd:
+        raise LabError("cluster-lab exec: no command given")
+    lab = lab_mod.Lab.load(a.dir)
+    from .lab_node import exec_in
+    exec_in(lab.node(a.node), a.cmd)
+
+
+def _bench(argv):
+    from . import lab_bench
+    return lab_bench.main(argv)
+
+
+COMMANDS = {"up": _up, "status": _status, "down": _down, "exec": _exec, "bench": _bench}
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0 if argv else 2
+    cmd = COMMANDS.get(argv[0])
+    try:
+        if cmd is None:
+            raise LabError("unknown subcommand %r (one of: %s)" % (argv[0], ", ".join(COMMANDS)))
+        return cmd(argv[1:]) or 0
+    except LabError as e:
+        print("cluster-lab: %s" % e, file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("cluster-lab: interrupted", file=sys.stderr)
+        return 130
+

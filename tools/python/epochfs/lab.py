@@ -134,7 +134,7 @@ class Lab:
             raise LabError("--nodes must be 1..64, not %d" % nodes)
         if node_cpus < 0:
             raise LabError("--node-cpus must be positive")
-        memory = node_memory if node_memory else _host_memory() // nodes
+        memory = (node_memory if node_memory else _host_memory() // nodes) // 4096 * 4096  # as the kernel keeps it
         if memory < (64 << 20):
             raise LabError("--node-memory must be at least 64M")
         return {"nodes": nodes, "link_bytes_per_s": link, "source_bw_bytes_per_s": source_bw,

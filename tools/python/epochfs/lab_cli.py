@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from . import lab as lab_mod
-from .lab_util import LabError, parse_rate, parse_size
+from .lab_util import ArgParser, LabError, parse_rate, parse_size
 
 USAGE = """cluster-lab: a cluster of epochfs nodes on one machine (docs/LAB.md)
 
@@ -17,15 +17,11 @@ USAGE = """cluster-lab: a cluster of epochfs nodes on one machine (docs/LAB.md)
   cluster-lab status [--json] [--dir DIR]
   cluster-lab exec NODE CMD...        (NODE: node0 or 0)
   cluster-lab down [--dir DIR]
-  cluster-lab bench [--link RATE] [--files N] [--repeats N] [--json]
+  cluster-lab capacity [--files N] [--nodes N] [--epochs N] [--json]
+  cluster-lab bench [--link RATE] [--repeats N] [--json]
 
 Every subcommand takes --help. Needs root, /dev/fuse, `ip netns` and cgroups.
 """
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise LabError("%s: %s" % (self.prog, message))
 
 
 def _dir_arg(p):
@@ -34,7 +30,7 @@ def _dir_arg(p):
 
 
 def _up(argv):
-    p = _Parser(prog="cluster-lab up", description=(
+    p = ArgParser(prog="cluster-lab up", description=(
         "Makes N nodes (network, UTS and mount namespaces, a tbf-limited veth on a bridge, memory "
         "and cpu cgroups), copies DIR onto the lab's source (an ext4 loop device with one read "
         "limit shared by all nodes) and starts epochfs on every node with the documented launch "
@@ -69,7 +65,7 @@ def _split_dashdash(p, argv):
 
 
 def _status(argv):
-    p = _Parser(prog="cluster-lab status", description=(
+    p = ArgParser(prog="cluster-lab status", description=(
         "The source's path and each node's name, address, mountpoint, daemon pid and link rate. "
         "--json: {\"source\": PATH, \"nodes\": [{\"name\", \"address\", \"mountpoint\", \"pid\", "
         "\"link\", ...}, ...], ...}"))
@@ -98,7 +94,7 @@ def _print_status(st):
 
 
 def _down(argv):
-    p = _Parser(prog="cluster-lab down", description=(
+    p = ArgParser(prog="cluster-lab down", description=(
         "Removes everything the lab in --dir made (processes, mounts, namespaces, veths, bridge, "
         "loop device, cgroups, files), from its state file; also after a crash. Idempotent."))
     _dir_arg(p)
@@ -109,7 +105,7 @@ def _down(argv):
 
 
 def _exec(argv):
-    p = _Parser(prog="cluster-lab exec", description=(
+    p = ArgParser(prog="cluster-lab exec", description=(
         "Runs CMD inside NODE: its network, UTS and mount namespaces and its cgroups, with "
         "EPOCHFS_LAB_NODE and EPOCHFS_LAB_MOUNT (the node's mountpoint) set. Exits with CMD's status."))
     _dir_arg(p)
@@ -130,7 +126,13 @@ def _bench(argv):
     return lab_bench.main(argv)
 
 
-COMMANDS = {"up": _up, "status": _status, "down": _down, "exec": _exec, "bench": _bench}
+def _capacity(argv):
+    from . import lab_capacity
+    return lab_capacity.main(argv)
+
+
+COMMANDS = {"up": _up, "status": _status, "down": _down, "exec": _exec, "bench": _bench,
+            "capacity": _capacity}
 
 
 def main(argv=None):

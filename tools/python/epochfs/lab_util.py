@@ -7,6 +7,7 @@ second (powers of 1000). Byte rates and sizes take ``K``/``M``/``G`` (also ``KiB
 Standard library only.
 """
 
+import argparse
 import os
 import re
 import subprocess
@@ -21,6 +22,13 @@ _NUMBER = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*(?:/s)?\s*")
 
 class LabError(Exception):
     """A failure the user can act on: printed as one line, no traceback."""
+
+
+class ArgParser(argparse.ArgumentParser):
+    """argparse that reports a bad command line as a LabError (one line, exit 2)."""
+
+    def error(self, message):
+        raise LabError("%s: %s" % (self.prog, message))
 
 
 def log(msg):

@@ -1,0 +1,93 @@
+"""A data loader's reads, run inside a lab node (`cluster-lab exec NODE python3 -m
+epochfs.lab_reader ...`): reads the listed files under --root in order with --threads
+threads, each whole (32 KiB reads, as sha1sum: the kernel sends 128 KiB FUSE READs), hashes
+it, and drops its pages afterwards (POSIX_FADV_DONTNEED) so that reading it again asks the
+daemon, not the page cache. With --until FILE it goes round the list again until FILE exists
+(at least once through). Prints one JSON line per read:
+{"path", "sha1", "bytes", "start", "seconds"} (or "error" instead of "sha1"), then
+{"done": true, "reads": N, "seconds": S}. Standard library only.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+
+
+def read_one(root, rel):
+    t0 = time.monotonic()
+    h, n = hashlib.sha1(), 0
+    try:
+        fd = os.open(os.path.join(root, rel), os.O_RDONLY)
+        try:
+            while True:
+                b = os.read(fd, 32 << 10)
+                if not b:
+                    break
+                h.update(b)
+                n += len(b)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        return {"path": rel, "error": str(e), "start": t0, "seconds": time.monotonic() - t0}
+    return {"path": rel, "sha1": h.hexdigest(), "bytes": n, "start": t0, "seconds": time.monotonic() - t0}
+
+
+class Reader:
+    """Hands the list's entries to the threads in order, round after round while --until
+    has not appeared."""
+
+    def __init__(self, root, paths, until):
+        self.root, self.paths, self.until = root, paths, until
+        self.next, self.lock, self.out_lock = 0, threading.Lock(), threading.Lock()
+
+    def take(self):
+        with self.lock:
+            i = self.next
+            if i >= len(self.paths):
+                if not self.until or os.path.exists(self.until):
+                    return None
+                i = self.next = 0
+            self.next += 1
+            return self.paths[i]
+
+    def run(self):
+        while True:
+            rel = self.take()
+            if rel is None:
+                return
+            line = json.dumps(read_one(self.root, rel))
+            with self.out_lock:
+                sys.stdout.write(line + "\n")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python3 -m epochfs.lab_reader", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--root", default=os.environ.get("EPOCHFS_LAB_MOUNT"),
+                    help="where the files are (default: the node's mountpoint, $EPOCHFS_LAB_MOUNT)")
+    ap.add_argument("--list", required=True, help="file with one path (relative to --root) per line")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--until", default=None, help="go round the list again until this file exists")
+    a = ap.parse_args(argv)
+    if not a.root:
+        ap.error("--root not given and $EPOCHFS_LAB_MOUNT not set")
+    with open(a.list) as f:
+        paths = [line.rstrip("\n") for line in f if line.strip()]
+    reader = Reader(a.root, paths, a.until)
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=reader.run) for _ in range(max(1, a.threads))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    sys.stdout.write(json.dumps({"done": True, "seconds": time.monotonic() - t0}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -10,55 +10,28 @@
 #include "fusefs/admin_paths.h"
 #include "fusefs/admin_protocol.h"
 #include "fusefs/memory_limit.h"
+#include "fusefs/mount_metrics.h"
 #include "fusefs/plan_builder.h"
 
 namespace epochfs::fusefs {
 
+using cache::Status;
 using nlohmann::json;
 
-namespace {
-
-json tierJson(const cache::TierUsage& u, const cache::TierCounters& hits) {
-  return {{"hit_chunks", hits.chunks.load()},
-          {"hit_bytes", hits.bytes.load()},
-          {"used_bytes", u.bytesUsed},
-          {"capacity_bytes", u.capacityBytes},
-          {"chunks", u.chunks},
-          {"evictions", u.evictions},
-          {"corruptions", u.corruptions}};
-}
-
-// The disk tier's health (docs/METRICS.md, docs/RELIABILITY.md case 7b).
-void addDiskHealth(const cache::DiskTier& disk, json& j) {
-  const cache::DiskHealthStats h = disk.health();
-  j["healthy"] = h.healthy;
-  j["errors"] = h.readErrors + h.writeErrors + h.timeouts;
-  j["read_errors"] = h.readErrors;
-  j["write_errors"] = h.writeErrors;
-  j["timeouts"] = h.timeouts;
-  j["skipped"] = h.skipped;
-  j["unhealthy_events"] = h.unhealthyEvents;
-  j["probes"] = h.probes;
-  j["probe_failures"] = h.probeFailures;
-  j["last_error"] = h.lastError;
-  j["torn_tails"] = disk.tornTails();
-}
-
-double secondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 AdminCommands::AdminCommands(const MountState& mount)
     : m_(mount),
       auth_(mount.ns, geteuid(), mount.options.adminGid),
       cacheCommands_(mount.ns, mount.cache, mount.ram, auth_, mount.options.maxPlanEntries),
-      refresher_(mount.ns, mount.cache, mount.sourceRootFd, 16),
-      exporter_(mount.options.mountpoint) {}
+      refresher_(mount.ns, mount.cache, mount.sourceRootFd, 16) {}
 
-void AdminCommands::registerAll(AdminServer& server) {
+Status AdminCommands::registerAll(AdminServer& server) {
   server_ = &server;
+  Status declared =
+      declareMountMetrics(metrics_, {m_, refresher_, cacheCommands_.warmCounters(),
+                                     cacheCommands_.evictCounters(), &server.counters()});
+  if (!declared.isOk()) return declared;
   auto reader = [this](json (AdminCommands::*fn)() const) {
     return [this, fn](const json&, AdminSession& s) {
       auth_.requireReader(s);
@@ -70,6 +43,10 @@ void AdminCommands::registerAll(AdminServer& server) {
   server.handle(admin::kCmdMetrics, [this](const json&, AdminSession& s) {
     auth_.requireReader(s);
     return json{{"text", metricsText()}};
+  });
+  server.handle(admin::kCmdSchema, [this](const json&, AdminSession& s) {
+    auth_.requireReader(s);
+    return json{{"metrics", metrics_.schema()}};
   });
   server.handle(admin::kCmdPlans, [this](const json&, AdminSession& s) {
     auth_.requireReader(s);
@@ -121,6 +98,7 @@ void AdminCommands::registerAll(AdminServer& server) {
   });
   registerOrder(server);
   cacheCommands_.registerAll(server);
+  return Status::ok();
 }
 
 json AdminCommands::chunkShards(const json& req) const {
@@ -261,20 +239,12 @@ json AdminCommands::status() const {
             {"source", m_.follower.load() ? "torch-distributed" : "admin"}};
   }
   const int port = metricsPort_.load();
-  return {
-      {"version", kVersion},
+  json out = {
       {"libraries", m_.libraries ? m_.libraries() : json(nullptr)},
       {"pid", getpid()},
       {"source", m_.options.source},
       {"mountpoint", m_.options.mountpoint},
-      {"uptime_s", secondsSince(m_.startedAt)},
-      {"dataset",
-       {{"version", refresher_.version()},
-        {"files", m_.ns.fileCount()},
-        {"dirs", m_.ns.dirCount()},
-        {"bytes", m_.ns.totalBytes()},
-        {"snapshot_s", m_.snapshotSeconds},
-        {"pending_additions", refresher_.pendingAdditions()}}},
+      {"members", nullptr},  // declared in cluster mode (declareClusterMetrics)
       {"options",
        {{"ram_cache", m_.options.ramCacheBytes},
         {"cache_dir", m_.options.cacheDir},
@@ -290,125 +260,20 @@ json AdminCommands::status() const {
          m_.options.adminGroup.empty() ? json(nullptr) : json(m_.options.adminGroup)},
         {"command_line", m_.options.given}}},
       {"tiers", tiers},
-      {"members", m_.members ? m_.members() : json(nullptr)},
       {"plan", plan},
       {"admin",
        {{"socket", server_ != nullptr ? json(server_->path()) : json(nullptr)},
         {"metrics_port", port >= 0 ? json(port) : json(nullptr)}}},
   };
+  // version, uptime, dataset and members: the declared values.
+  out.update(metrics_.snapshot("status"), /*merge_objects=*/true);
+  return out;
 }
 
-json AdminCommands::memoryJson() const {
-  // The budgets derived from the memory limit (docs/CONFIGURATION.md) next to
-  // what the process holds now.
-  return {{"limit_bytes", m_.options.memoryLimitBytes},
-          {"limit_source", m_.options.memoryLimitSource},
-          {"ram_cache_bytes", m_.options.ramCacheBytes},
-          {"prefetch_memory_bytes", m_.options.prefetchMemory},
-          {"rss_bytes", currentRssBytes()},
-          {"inflight_fetches", m_.cache.inflightFetches()}};
-}
-
-json AdminCommands::stats() const {
-  const cache::CacheStats& st = m_.cache.stats();
-  json tiers = {{"ram", tierJson(m_.ram.usage(), st.ram)}};
-  if (m_.disk != nullptr) {
-    tiers["disk"] = tierJson(m_.disk->usage(), st.disk);
-    if (auto* d = dynamic_cast<const cache::DiskTier*>(m_.disk)) addDiskHealth(*d, tiers["disk"]);
-  }
-  // The RAM tier's two classes (cache/ram_tier.h): this node's share and the
-  // guests (other nodes' chunks, staged ones included).
-  const auto classJson = [](const cache::RamTier::ClassUsage& u) {
-    return json{{"bytes", u.bytes}, {"chunks", u.chunks}, {"evictions", u.evictions}};
-  };
-  tiers["ram"]["owned"] = classJson(m_.ram.owned());
-  tiers["ram"]["guest"] = classJson(m_.ram.guests());
-  if (m_.cache.clustered()) {  // peer prefetch: the staged guests of the RAM tier
-    const cache::RamTier::StagedUsage sg = m_.ram.staged();
-    cache::TierUsage u;
-    u.bytesUsed = sg.bytes;
-    u.capacityBytes = m_.ram.guestExtraBytes();
-    u.chunks = sg.chunks;
-    u.evictions = sg.droppedUnread;
-    tiers["staging"] = tierJson(u, st.staging);
-    tiers["staging"]["refused"] = sg.refused;
-    tiers["staging"]["staged_chunks"] = st.stagedReads.chunks.load();
-    tiers["staging"]["staged_bytes"] = st.stagedReads.bytes.load();
-  }
-  tiers["source"] = {{"chunks", st.source.chunks.load()},
-                     {"bytes", st.source.bytes.load()},
-                     {"read_chunks", st.sourceReads.chunks.load()},
-                     {"read_bytes", st.sourceReads.bytes.load()},
-                     {"errors", st.sourceErrors.load()},
-                     {"latency_us",
-                      {{"p50", st.sourceLatency.quantileMicros(0.5)},
-                       {"p90", st.sourceLatency.quantileMicros(0.9)},
-                       {"p99", st.sourceLatency.quantileMicros(0.99)}}}};
-  json streams = json::array();
-  for (const auto& p : m_.prefetcher.stats()) {
-    streams.push_back({{"epoch", p.epoch},
-                       {"rank", p.rank},
-                       {"length", p.length},
-                       {"start", p.start},
-                       {"position", p.position},
-                       {"lead_files", p.leadFiles},
-                       {"lead_seconds", p.leadSeconds},
-                       {"stalls", p.stalls},
-                       {"hits", p.hits},
-                       {"prefetched_files", p.prefetchedFiles},
-                       {"prefetched_bytes", p.prefetchedBytes}});
-  }
-  const WarmCounters& w = cacheCommands_.warmCounters();
-  const EvictCounters& e = cacheCommands_.evictCounters();
-  json adminCounters = json::object();
-  if (server_ != nullptr) {
-    const AdminServerCounters* c = &server_->counters();
-    adminCounters = {{"connections", c->connections.load()}, {"refused", c->refused.load()},
-                     {"requests", c->requests.load()},       {"errors", c->errors.load()},
-                     {"denied", c->denied.load()},           {"oversized", c->oversized.load()},
-                     {"timeouts", c->timeouts.load()}};
-  }
-  return {
-      {"uptime_s", secondsSince(m_.startedAt)},
-      {"dataset_version", refresher_.version()},
-      {"read_requests", st.readRequests.load()},
-      {"read_bytes", st.readBytes.load()},
-      {"coalesced", st.coalesced.load()},
-      {"source_errors", st.sourceErrors.load()},
-      {"tiers", tiers},
-      {"peer", {{"hit_chunks", st.peer.chunks.load()}, {"hit_bytes", st.peer.bytes.load()}}},
-      {"prefetch",
-       {{"inflight_bytes", m_.prefetcher.inflightBytes()},
-        {"inflight_tasks", m_.prefetcher.inflightTasks()},
-        {"inflight_peak_bytes", m_.prefetcher.peakInflightBytes()},
-        {"memory_bytes", m_.prefetcher.options().memoryBytes},
-        {"budget_waits", m_.prefetcher.budgetWaits()},
-        {"lead_waits", m_.prefetcher.leadWaits()},
-        {"read_ahead_skipped", m_.prefetcher.readAheadSkipped()},
-        {"read_ahead_chunks", m_.prefetcher.readAheadChunks()},
-        {"push_page_cache", m_.options.pushPageCache == MountOptions::PushMode::kOpens ? "on"
-                            : m_.options.pushPageCache == MountOptions::PushMode::kSentinels
-                                ? "sentinels"
-                                : "off"},
-        {"pushed_files", m_.prefetcher.pushedFiles()},
-        {"pushed_bytes", m_.prefetcher.pushedBytes()},
-        {"push_failures", m_.prefetcher.pushFailures()},
-        {"streams", streams},
-        // Zero-change mode: the epoch detected from the reads (-1: not yet).
-        {"torch_epoch", m_.follower.load() ? json(m_.follower.load()->epoch()) : json(nullptr)}}},
-      {"warm",
-       {{"jobs", w.jobs.load()},
-        {"files", w.files.load()},
-        {"bytes", w.bytes.load()},
-        {"errors", w.errors.load()}}},
-      {"evict", {{"chunks", e.chunks.load()}, {"bytes", e.bytes.load()}}},
-      {"refreshes", refresher_.refreshes()},
-      {"memory", memoryJson()},
-      {"admin", adminCounters}};
-}
+json AdminCommands::stats() const { return metrics_.snapshot("stats"); }
 
 std::string AdminCommands::metricsText() const {
-  return exporter_.render(status(), stats(), m_.cache.stats().sourceLatency);
+  return metrics_.prometheus({{"mountpoint", m_.options.mountpoint}});
 }
 
 }  // namespace epochfs::fusefs

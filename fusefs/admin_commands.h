@@ -1,11 +1,13 @@
 // AdminCommands: what the admin socket can ask of a mount — the handlers
 // registered on the AdminServer, answering from the mount's parts (MountState,
 // non-owning) and enforcing who may do what (AdminAuth). Commands (docs/ADMIN.md):
-//   readers: status, stats, metrics, plans, plan_entries, chunk_shards, ls
+//   readers: status, stats, metrics, schema, plans, plan_entries, chunk_shards, ls
 //   admins:  order_begin/append/commit, order_clear, refresh, unmount,
 //            warm_add/start/progress, evict
 // ls, warm and evict live in CacheCommands; peers, placement and upgrade in
 // Daemon (they need the cluster and the supervisor). The names: admin_protocol.h.
+// The counters of status, stats and metrics are declared once, in the
+// MetricRegistry this object owns (mount_metrics.h).
 #pragma once
 
 #include <atomic>
@@ -20,7 +22,7 @@
 #include "fusefs/admin_server.h"
 #include "fusefs/cache_commands.h"
 #include "fusefs/dataset_namespace.h"
-#include "fusefs/metrics_exporter.h"
+#include "fusefs/metric_registry.h"
 #include "fusefs/mount_options.h"
 #include "fusefs/namespace_refresher.h"
 #include "fusefs/plan_registry.h"
@@ -42,9 +44,6 @@ struct MountState {
   prefetch::Prefetcher& prefetcher;
   std::atomic<prefetch::TorchOrderFollower*>& follower;
   int sourceRootFd = -1;  // the source root, for refresh's re-snapshot
-  // Cluster members for `status` ({"self", "count", "live_peers"}); unset or
-  // returning null when not clustered.
-  std::function<nlohmann::json()> members;
   // The libraries the daemon runs with, for `status` ({"fuse_protocol",
   // "kernel_fuse_protocol", "libfuse", "ucx"}); unset: null.
   std::function<nlohmann::json()> libraries;
@@ -55,8 +54,11 @@ class AdminCommands {
   static constexpr const char* kVersion = kEpochfsVersion;
 
   explicit AdminCommands(const MountState& mount);
-  // Registers every command; `server` must outlive this object's use.
-  void registerAll(AdminServer& server);
+  // Declares the mount's counters and registers every command; `server` must
+  // outlive this object's use. Fails on a counter declared twice.
+  cache::Status registerAll(AdminServer& server);
+  // The counters; declare more (the cluster's) before registerAll.
+  MetricRegistry& metrics() { return metrics_; }
 
   nlohmann::json status() const;
   nlohmann::json stats() const;
@@ -72,15 +74,13 @@ class AdminCommands {
   // mount does. Files are [file id or path, first chunk, chunks]; an unknown
   // path answers null.
   nlohmann::json chunkShards(const nlohmann::json& req) const;
-  // stats' "memory": the limit, the budgets derived from it, the RSS now.
-  nlohmann::json memoryJson() const;
 
   MountState m_;
   AdminAuth auth_;
   CacheCommands cacheCommands_;
   NamespaceRefresher refresher_;
   PlanRegistry plans_;
-  MetricsExporter exporter_;
+  MetricRegistry metrics_;
   const AdminServer* server_ = nullptr;  // for its counters and socket path
   std::atomic<int> metricsPort_{-1};
 };

@@ -28,7 +28,10 @@ inline constexpr uint32_t kMaxMessageBytes = 64 * 1024;
 inline constexpr const char* kCmdStatus = "status";    // version, pid, source, options, tiers
 inline constexpr const char* kCmdStats = "stats";      // counters (docs/METRICS.md)
 inline constexpr const char* kCmdMetrics = "metrics";  // {text}: Prometheus exposition
-inline constexpr const char* kCmdPeers = "peers";      // cluster members and their counters
+// schema -> {metrics: [{path, kind, unit, help, family, labels, row_label}...]}:
+// every declared counter (fusefs/metric_registry.h), for clients to render.
+inline constexpr const char* kCmdSchema = "schema";
+inline constexpr const char* kCmdPeers = "peers";  // cluster members and their counters
 // placement {start, count} -> a page of [path, owner node] (the sampler's map).
 inline constexpr const char* kCmdPlacement = "placement";
 inline constexpr const char* kCmdPlans = "plans";  // the registered orders, summarised
@@ -63,7 +66,8 @@ inline constexpr const char* kCommands[] = {
     kCmdStatus,     kCmdStats,       kCmdMetrics,     kCmdPeers,        kCmdPlacement,
     kCmdPlans,      kCmdPlanEntries, kCmdRefresh,     kCmdUnmount,      kCmdUpgrade,
     kCmdLs,         kCmdWarmAdd,     kCmdWarmStart,   kCmdWarmProgress, kCmdEvict,
-    kCmdOrderBegin, kCmdOrderAppend, kCmdOrderCommit, kCmdOrderClear,   kCmdChunkShards};
+    kCmdOrderBegin, kCmdOrderAppend, kCmdOrderCommit, kCmdOrderClear,   kCmdChunkShards,
+    kCmdSchema};
 
 namespace detail {
 inline bool writeAll(int fd, const char* p, size_t n) {

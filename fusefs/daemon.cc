@@ -16,6 +16,7 @@
 #include "cache/ram_tier.h"
 #include "fusefs/admin_paths.h"
 #include "fusefs/admin_protocol.h"
+#include "fusefs/cluster_metrics.h"
 #include "fusefs/mountinfo_path.h"
 #include "fusefs/plan_builder.h"
 #include "fusefs/supervisor_link.h"
@@ -343,7 +344,7 @@ Status Daemon::start() {
   if (options_.torchOrder) orderSetup_ = std::thread([this] { setUpTorchOrder(); });
 
   MountState state{options_, startedAt_,   snapshotSeconds_, *namespace_,       *ram_, disk_.get(),
-                   *cache_,  *prefetcher_, follower_,        source_->rootFd(), {},    {}};
+                   *cache_,  *prefetcher_, follower_,        source_->rootFd(), {}};
   state.libraries = [this]() -> json {
     const std::string protocol = fuse_ ? fuse_->protocol() : "";
     const std::string kernel = fuse_ ? fuse_->kernelProtocol() : "";
@@ -352,35 +353,13 @@ Status Daemon::start() {
             {"libfuse", fuse_pkgversion()},
             {"ucx", transport::ucxVersion()}};
   };
-  state.members = [this]() -> json {
-    if (!cluster_) return nullptr;
-    const json p = peersJson();
-    size_t live = 0, suspect = 0;
-    uint64_t mac = 0, sum = 0, refused = 0, refusedUs = 0, suspicions = 0;
-    for (const auto& peer : p["peers"]) {
-      live += peer.value("live", false) ? 1 : 0;
-      suspect += peer.value("state", "") == "suspect" ? 1 : 0;
-      mac += peer.value("mac_failures", uint64_t{0});
-      sum += peer.value("checksum_failures", uint64_t{0});
-      refused += peer.value("serve_refused", uint64_t{0});
-      refusedUs += peer.value("fetch_refused", uint64_t{0});
-      suspicions += peer.value("suspect_count", uint64_t{0});
-    }
-    return {{"self", p["self"]},
-            {"count", p["members"]},
-            {"live_peers", live},
-            {"suspect_peers", suspect},
-            {"mac_failures", mac},
-            {"checksum_failures", sum},
-            {"serve_refused", refused},
-            {"fetch_refused", refusedUs},
-            {"suspect_count", suspicions},
-            {"fits", p["fits"]},
-            {"dataset_bytes", p["dataset_bytes"]},
-            {"live_capacity_bytes", p["live_capacity_bytes"]}};
-  };
   adminCommands_ = std::make_unique<AdminCommands>(state);
-  adminCommands_->registerAll(admin_);
+  if (cluster_) {
+    s = declareClusterMetrics(adminCommands_->metrics(), *cluster_);
+    if (!s.isOk()) return s;
+  }
+  s = adminCommands_->registerAll(admin_);
+  if (!s.isOk()) return s;
   // `epochctl peers` (not clustered: {"clustered": false}).
   admin_.handle(admin::kCmdPeers, [this, auth = std::make_shared<AdminAuth>(*namespace_, geteuid(),
                                                                             options_.adminGid)](

@@ -86,7 +86,10 @@ def current_names():
             raise AssertionError("metrics failed: " + r.stderr)
         families = metric_families(r.stdout)
         lines += ["metric %s %s" % (n, families[n]) for n in sorted(families)]
-        return lines, families
+        r = run([epochctl, "stats", mnt, "--schema", "--json"], timeout=30)
+        if r.returncode != 0:
+            raise AssertionError("stats --schema failed: " + r.stderr)
+        return lines, families, json.loads(r.stdout)["metrics"]
     finally:
         unmount(mnt)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -108,7 +111,7 @@ def documented(name, doc):
 
 class AdminNamesTest(unittest.TestCase):
     def test_names_match_the_golden_list_and_the_docs(self):
-        lines, families = current_names()
+        lines, families, schema = current_names()
         with open(GOLDEN) as f:
             golden = [line for line in f.read().splitlines() if line and not line.startswith("#")]
         removed = sorted(set(golden) - set(lines))
@@ -120,12 +123,30 @@ class AdminNamesTest(unittest.TestCase):
             doc = f.read()
         undocumented = [n for n in families if not documented(n, doc)]
         self.assertEqual(undocumented, [], "metric families docs/METRICS.md does not name")
+        self.check_schema(schema, lines, families)
+
+    def check_schema(self, schema, lines, families):
+        """The daemon's declarations (`stats --schema`) are what the replies and the
+        exposition hold: every declared path is a key of its reply, every exported family
+        is declared with the exposition's type, every declared one is exported."""
+        paths = {line.split(" ", 1)[1] for line in lines if line.startswith("json ")}
+        declared = {}
+        for m in schema:
+            path = m["path"]
+            if "[]" not in path:  # table columns: rows exist only with an order
+                self.assertIn(path, paths, "declared but not in its reply")
+            if m["family"]:
+                kind = "gauge" if m["kind"] == "info" else m["kind"]
+                self.assertEqual(declared.setdefault(m["family"], kind), kind, m["family"])
+                self.assertTrue(m["help"], path)
+        exported = {name: spec.split(" ")[0] for name, spec in families.items()}
+        self.assertEqual(declared, exported, "declared families vs the exposition's")
 
 
 if __name__ == "__main__":
     reason = mount_skip_reason(BIN_DIR)
     if reason is None and sys.argv[1:] == ["--write"]:
-        names, _ = current_names()
+        names, _, _ = current_names()
         os.makedirs(os.path.dirname(GOLDEN), exist_ok=True)
         with open(GOLDEN, "w") as f:
             f.write("# The admin names users depend on (tests/integration/test_admin_names.py):\n"

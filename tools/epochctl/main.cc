@@ -15,6 +15,7 @@
 
 #include "fusefs/admin_protocol.h"
 #include "tools/epochctl/admin_client.h"
+#include "tools/epochctl/counter_table.h"
 #include "tools/epochctl/formatting.h"
 #include "tools/epochctl/ls_command.h"
 #include "tools/epochctl/model_command.h"
@@ -166,6 +167,9 @@ int main(int argc, char** argv) {
   stats->add_option("--watch", watch, "Redraw a live view every SECONDS")
       ->check(CLI::Range(0.1, 86400.0));
   stats->add_option("--count", count, "With --watch: stop after N views");
+  bool schema = false;
+  stats->add_flag("--schema", schema,
+                  "The daemon's counter declarations: path, kind, unit, Prometheus family, help");
   bool dirOnly = false;
   ls->add_option("paths", paths, "Paths relative to the mount (default: its root)");
   ls->add_flag("-d,--directory", dirOnly, "Directories as one total, not their entries");
@@ -265,18 +269,34 @@ int main(int argc, char** argv) {
     } else if (cmd == "placement") {
       reply = ctl::runPlacement(client);
       text = ctl::formatPlacement(reply);
+    } else if (cmd == "stats") {
+      // The counters below the summary come from the daemon's declarations;
+      // a daemon without the schema command just shows the summary.
+      json declared = nullptr;
+      try {
+        declared = client.call({{"cmd", admin::kCmdSchema}})["metrics"];
+      } catch (const ctl::CtlError&) {
+        if (schema) throw;
+      }
+      const ctl::CounterTable table(declared, admin::kCmdStats);
+      if (schema) {
+        reply = json{{"metrics", declared}};
+        text = table.describe();
+      } else {
+        reply = client.call({{"cmd", admin::kCmdStats}});
+        text = ctl::formatStats(reply);
+        if (declared.is_array()) text += "counters:\n" + table.render(reply);
+      }
     } else if (cmd == "unmount") {
       reply = client.call({{"cmd", admin::kCmdUnmount}});
       text = "unmounting " + reply.value("unmounting", mountpoint) + "\n";
     } else {
-      // status, stats, metrics, peers: the reply is all there is.
+      // status, metrics, peers: the reply is all there is.
       const char* command = cmd == "status"    ? admin::kCmdStatus
-                            : cmd == "stats"   ? admin::kCmdStats
                             : cmd == "metrics" ? admin::kCmdMetrics
                                                : admin::kCmdPeers;
       reply = client.call({{"cmd", command}});
       if (cmd == "status") text = ctl::formatStatus(reply);
-      if (cmd == "stats") text = ctl::formatStats(reply);
       if (cmd == "metrics") text = reply.value("text", "");
       if (cmd == "peers") text = formatPeers(reply);
     }

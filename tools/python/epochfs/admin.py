@@ -40,6 +40,7 @@ CMD_ORDER_APPEND = "order_append"
 CMD_ORDER_COMMIT = "order_commit"
 CMD_ORDER_CLEAR = "order_clear"
 CMD_CHUNK_SHARDS = "chunk_shards"
+CMD_SCHEMA = "schema"
 
 _APPEND_HEAD = b'{"cmd":%s,"entries":[' % json.dumps(CMD_ORDER_APPEND).encode()
 _APPEND_TAIL = b"]}"

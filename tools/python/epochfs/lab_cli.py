@@ -17,6 +17,7 @@ USAGE = """cluster-lab: a cluster of epochfs nodes on one machine (docs/LAB.md)
   cluster-lab status [--json] [--dir DIR]
   cluster-lab exec NODE CMD...        (NODE: node0 or 0)
   cluster-lab down [--dir DIR]
+  cluster-lab fault [--dir DIR] NODE cut|restore|kill|freeze|thaw
   cluster-lab capacity [--files N] [--nodes N] [--epochs N] [--json]
   cluster-lab bench [--link RATE] [--repeats N] [--json]
 
@@ -126,13 +127,18 @@ def _bench(argv):
     return lab_bench.main(argv)
 
 
+def _fault(argv):
+    from . import lab_fault
+    return lab_fault.main(argv)
+
+
 def _capacity(argv):
     from . import lab_capacity
     return lab_capacity.main(argv)
 
 
 COMMANDS = {"up": _up, "status": _status, "down": _down, "exec": _exec, "bench": _bench,
-            "capacity": _capacity}
+            "capacity": _capacity, "fault": _fault}
 
 
 def main(argv=None):

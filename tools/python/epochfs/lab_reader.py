@@ -2,8 +2,8 @@
 epochfs.lab_reader ...`): reads the listed files under --root in order with --threads
 threads, each whole (32 KiB reads, as sha1sum: the kernel sends 128 KiB FUSE READs), hashes
 it, and drops its pages afterwards (POSIX_FADV_DONTNEED) so that reading it again asks the
-daemon, not the page cache. With --until FILE it goes round the list again until FILE exists
-(at least once through). Prints one JSON line per read:
+daemon, not the page cache. With --until FILE it goes round the list again and again, and stops
+as soon as FILE exists once it has been through the list at least once. Prints one JSON line per read:
 {"path", "sha1", "bytes", "start", "seconds"} (or "error" instead of "sha1"), then
 {"done": true, "reads": N, "seconds": S}. Standard library only.
 """
@@ -38,22 +38,22 @@ def read_one(root, rel):
 
 
 class Reader:
-    """Hands the list's entries to the threads in order, round after round while --until
-    has not appeared."""
+    """Hands the list's entries to the threads in order, round after round until --until
+    appears (after the first round)."""
 
     def __init__(self, root, paths, until):
         self.root, self.paths, self.until = root, paths, until
-        self.next, self.lock, self.out_lock = 0, threading.Lock(), threading.Lock()
+        self.next, self.rounds = 0, 0
+        self.lock, self.out_lock = threading.Lock(), threading.Lock()
 
     def take(self):
         with self.lock:
-            i = self.next
-            if i >= len(self.paths):
-                if not self.until or os.path.exists(self.until):
-                    return None
-                i = self.next = 0
+            if self.next >= len(self.paths):
+                self.next, self.rounds = 0, self.rounds + 1
+            if self.rounds >= 1 and (not self.until or os.path.exists(self.until)):
+                return None
             self.next += 1
-            return self.paths[i]
+            return self.paths[self.next - 1]
 
     def run(self):
         while True:

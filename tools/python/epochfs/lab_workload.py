@@ -79,38 +79,44 @@ def shuffled(paths, seed):
     return order
 
 
-def start_readers(lab, orders, threads=1, until=None, workdir=None):
-    """Starts one reader per node in `orders` ({node name: [paths]}); returns the handles."""
+def start_readers(lab, orders, threads=1, until=None):
+    """Starts one reader per node in `orders` ({node name: [paths]}), its records going to a
+    file (a pipe would stall a reader nobody drains while a fault is under way); returns the
+    handles."""
     handles = []
     for name, order in orders.items():
         node = lab.node(name)
-        fd, listing = tempfile.mkstemp(prefix="lab-order-", dir=workdir or lab.state.dir)
+        fd, listing = tempfile.mkstemp(prefix="lab-order-", dir=lab.state.dir)
         with os.fdopen(fd, "w") as f:
             f.write("\n".join(order) + "\n")
         argv = READER + ["--root", node["mountpoint"], "--list", listing, "--threads", str(threads)]
         if until:
             argv += ["--until", until]
         env = {"PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
-        p = lab_node.popen(node, argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        handles.append((name, p, listing))
+        out = tempfile.TemporaryFile(mode="w+", dir=lab.state.dir)
+        p = lab_node.popen(node, argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+        handles.append((name, p, listing, out))
     return handles
 
 
 def collect(handles, timeout=600):
     """{node name: [read records]} once every reader has finished; raises if one failed."""
     out, deadline = {}, time.monotonic() + timeout
-    for name, p, listing in handles:
+    for name, p, listing, output in handles:
         try:
-            stdout, stderr = p.communicate(timeout=max(1, deadline - time.monotonic()))
+            p.wait(timeout=max(1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             p.kill()
-            p.communicate()
+            p.wait()
             raise RuntimeError("the reader on %s did not finish within %d s" % (name, timeout))
         finally:
             os.unlink(listing)
-        records = [json.loads(line) for line in stdout.splitlines() if line.strip()]
+        output.seek(0)
+        lines = output.read().splitlines()
+        output.close()
+        records = [json.loads(line) for line in lines if line.startswith("{")]
         if p.returncode != 0 or not records or not records[-1].get("done"):
-            raise RuntimeError("the reader on %s failed (exit %s): %s" % (name, p.returncode, stderr[-2000:]))
+            raise RuntimeError("the reader on %s failed (exit %s): %s" % (name, p.returncode, "\n".join(lines[-20:])))
         out[name] = records[:-1]
     return out
 
@@ -128,15 +134,32 @@ def check_reads(reads, dataset):
     return bad
 
 
-def epoch(lab, counters, dataset, epoch_no, nodes=None, threads=1, seed=0):
+def epoch(lab, counters, dataset, epoch_no, nodes=None, threads=1, seed=0, during=None):
     """Every node in `nodes` (default all) reads the whole tree in its own order, the page
-    cache dropped first; returns (counters of the epoch, reads, bytes the nodes read)."""
+    cache dropped first; returns (counters of the epoch, reads). With `during` (a function,
+    e.g. a fault and its repair) the readers go round their lists until it has returned and
+    their first round is done."""
     nodes = nodes or [n["name"] for n in lab.nodes]
     orders = {name: shuffled(dataset, seed * 1000 + epoch_no * 100 + i) for i, name in enumerate(nodes)}
+    stop = os.path.join(lab.state.dir, "epoch-%d.stop" % epoch_no) if during else None
     _drop_caches()
     counters.opens.take()
     before = counters.snapshot()
-    reads = collect(start_readers(lab, orders, threads))
+    handles = start_readers(lab, orders, threads, until=stop)
+    failure = None
+    if during:
+        try:
+            during()
+        except BaseException as e:  # the readers still finish before it is raised
+            failure = e
+        open(stop, "w").close()
+    try:
+        reads = collect(handles)
+    finally:
+        if stop:
+            os.unlink(stop)
+    if failure:
+        raise failure
     figures = counters.since(before)
     figures["bytes_read"] = sum(r.get("bytes", 0) for rs in reads.values() for r in rs)
     figures["max_read_seconds"] = max(r["seconds"] for rs in reads.values() for r in rs)

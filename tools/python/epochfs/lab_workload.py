@@ -21,7 +21,7 @@ import time
 
 from . import lab_net, lab_node, lab_source
 from .capacity_bench import OpenCounter
-from .locality_bench import _drop_caches
+from .locality_bench import _drop_caches as drop_caches
 
 READER = [sys.executable if os.path.exists(sys.executable) else "/usr/bin/python3", "-m", "epochfs.lab_reader"]
 
@@ -142,7 +142,7 @@ def epoch(lab, counters, dataset, epoch_no, nodes=None, threads=1, seed=0, durin
     nodes = nodes or [n["name"] for n in lab.nodes]
     orders = {name: shuffled(dataset, seed * 1000 + epoch_no * 100 + i) for i, name in enumerate(nodes)}
     stop = os.path.join(lab.state.dir, "epoch-%d.stop" % epoch_no) if during else None
-    _drop_caches()
+    drop_caches()
     counters.opens.take()
     before = counters.snapshot()
     handles = start_readers(lab, orders, threads, until=stop)

@@ -17,6 +17,20 @@ import labtest
 from epochfs import lab_workload
 
 
+def cpu_quota(dirs):
+    """Cores a node's cpu cgroup allows (cgroup v1 cfs quota, or v2 cpu.max)."""
+    for d in dirs:
+        for name in ("cpu.cfs_quota_us", "cpu.max"):
+            p = os.path.join(d, name)
+            if os.path.exists(p):
+                with open(p) as f:
+                    quota = f.read().split()[0]
+                with open(os.path.join(d, "cpu.cfs_period_us")) if name == "cpu.cfs_quota_us" else open(p) as f:
+                    period = f.read().split()[-1]
+                return int(quota) / int(period)
+    return None
+
+
 class LabLifecycleTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -47,7 +61,7 @@ class LabLifecycleTest(unittest.TestCase):
         self.assertIn("nothing to remove", again.stderr)
 
     def test_up_status_exec_down(self):
-        st = self.up("--", "--ram-cache", "50%")
+        st = self.up("--node-cpus", "1.5", "--", "--ram-cache", "50%")
         self.assertEqual(st["source"], os.path.join(self.dir, "source"))
         self.assertEqual(len(st["nodes"]), 4)
         for i, n in enumerate(st["nodes"]):
@@ -57,6 +71,7 @@ class LabLifecycleTest(unittest.TestCase):
             self.assertTrue(n["pid"] and n["supervisor_pid"], n)
             self.assertTrue(n["mounted"], n)
             self.assertTrue(os.path.isdir(os.path.join(n["mountpoint"], "class00")))
+            self.assertEqual(cpu_quota(n["cgroups"]), 1.5)
         out = labtest.cluster_lab("exec", "--dir", self.dir, "node2", "sh", "-c",
                                   "hostname; ls /sys/class/net; ip -o -4 addr show eth0; "
                                   "echo $EPOCHFS_LAB_MOUNT; tc qdisc show dev eth0").stdout

@@ -260,7 +260,7 @@ class Lab:
                           "supervisor_pid": supervisor, "hostname": n["hostname"],
                           "netns": n["netns"], "host_link": n["host_link"], "link_state": oper,
                           "mounted": is_mounted(n["mountpoint"]), "memory_bytes": n["memory_bytes"],
-                          "cpus": n["cpus"] or None, "log": n["log"]})
+                          "cpus": n["cpus"] or None, "cgroups": n["cgroups"], "log": n["log"]})
         src = self.source or {}
         return {"source": src.get("path"), "dir": self.state.dir, "prefix": self.state.prefix,
                 "complete": self.doc.get("complete", False), "cgroup": cfg.get("cgroup"),

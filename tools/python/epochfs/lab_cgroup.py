@@ -4,9 +4,11 @@ block-I/O read limit on the source's loop device for all nodes together (a paral
 filesystem's bandwidth is shared).
 
 cgroup v1 (this VM): memory/PARENT/epochfs-lab-ID/nodeI, cpu/PARENT/epochfs-lab-ID/nodeI and
-blkio/PARENT/epochfs-lab-ID (every node's processes in that one group). cgroup v2 (stock
-Debian 12): PARENT/epochfs-lab-ID with io.max, and nodeI below it with memory.max and
-cpu.max. PARENT is the cgroup `up` runs in, so a lab started inside a job stays inside it.
+blkio/PARENT/epochfs-lab-ID (every node's processes in that one group); PARENT is the cgroup
+`up` runs in, so a lab started inside a job's cgroup stays inside it. cgroup v2 (stock
+Debian 12): /epochfs-lab-ID at the root of the hierarchy with io.max, and nodeI below it with
+memory.max and cpu.max — at the root because v2 lets a cgroup hand controllers to children only
+when it has no processes of its own, and the cgroup `up` runs in (a login session's scope) has.
 Standard library only.
 """
 
@@ -27,13 +29,12 @@ def _mounts():
 
 
 def _own_cgroup(controller):
-    """This process's path in the v1 hierarchy of `controller` ("" for v2's "0::")."""
+    """This process's path in the cgroup v1 hierarchy of `controller`."""
     for line in (read_text("/proc/self/cgroup") or "").splitlines():
         _, controllers, path = line.split(":", 2)
-        names = controllers.split(",")
-        if (names == [""]) if controller == "" else (controller in names):
+        if controller in controllers.split(","):
             return path.strip()
-    raise LabError("this process is in no %s cgroup" % (controller or "v2"))
+    raise LabError("this process is in no cgroup v1 %s group" % controller)
 
 
 def detect():
@@ -65,7 +66,7 @@ class LabCgroups:
 
     def _lab_dir(self, controller):
         if self.version == "v2":
-            return os.path.join(ROOT, _own_cgroup("").lstrip("/"), self.name)
+            return os.path.join(ROOT, self.name)
         return os.path.join(_v1_mount(controller), _own_cgroup(controller).lstrip("/"), self.name)
 
     def _mkdir(self, path):
@@ -87,7 +88,7 @@ class LabCgroups:
         """The lab's group with the source's read limit (device 'MAJ:MIN', bytes/s; 0: none)."""
         if self.version == "v2":
             lab = self._lab_dir("")
-            self._enable_v2(os.path.dirname(lab))
+            self._enable_v2(ROOT)
             self._mkdir(lab)
             self._enable_v2(lab)
             if read_bps:
@@ -99,8 +100,11 @@ class LabCgroups:
             self._set(lab, "blkio.throttle.read_bps_device", "%s %d" % (device, read_bps))
 
     def _enable_v2(self, path):
+        available = (read_text(os.path.join(path, "cgroup.controllers")) or "").split()
         have = (read_text(os.path.join(path, "cgroup.subtree_control")) or "").split()
         for c in ("memory", "cpu", "io"):
+            if c not in available:
+                raise LabError("cgroup v2 controller %s is not available in %s" % (c, path))
             if c not in have:
                 self._set(path, "cgroup.subtree_control", "+" + c)
 

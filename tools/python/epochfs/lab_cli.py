@@ -152,7 +152,8 @@ def main(argv=None):
             raise LabError("unknown subcommand %r (one of: %s)" % (argv[0], ", ".join(COMMANDS)))
         return cmd(argv[1:]) or 0
     except LabError as e:
-        print("cluster-lab: %s" % e, file=sys.stderr)
+        msg = str(e)
+        print(msg if msg.startswith("cluster-lab") else "cluster-lab: " + msg, file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("cluster-lab: interrupted", file=sys.stderr)

@@ -1,17 +1,24 @@
 #include "tools/epochbench/daemon_probe.h"
 
 #include <cstdio>
+#include <utility>
 
 #include "fusefs/admin_protocol.h"
-#include "tools/epochbench/admin_client.h"
+#include "tools/admin_client/client.h"
 #include "tools/epochbench/system_util.h"
 
 namespace epochfs::bench {
 
 std::optional<nlohmann::json> adminRequest(const std::string& mountpoint,
                                            const nlohmann::json& request, std::string* error) {
-  auto conn = AdminConnection::open(mountpoint, error, /*timeout_s=*/5);
-  return conn ? conn->request(request, error) : std::nullopt;
+  constexpr double kTimeoutSeconds = 5;
+  auto client = admin::Client::connect(mountpoint);
+  auto reply = client ? client->call(request, kTimeoutSeconds) : client.error();
+  if (!reply) {
+    *error = reply.error().message;
+    return std::nullopt;
+  }
+  return std::move(*reply);
 }
 
 std::optional<pid_t> findEpochfsPid(const std::string& mountpoint) {

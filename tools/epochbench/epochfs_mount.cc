@@ -4,6 +4,8 @@
 #include <filesystem>
 
 #include "fusefs/admin_protocol.h"
+#include "tools/admin_client/client.h"
+#include "tools/admin_client/order_writer.h"
 #include "tools/epochbench/daemon_probe.h"
 #include "tools/epochbench/system_util.h"
 
@@ -44,6 +46,26 @@ EpochfsMount::~EpochfsMount() {
 
 std::optional<nlohmann::json> EpochfsMount::stats(std::string* error) const {
   return adminRequest(mountpoint_, {{"cmd", admin::kCmdStats}}, error);
+}
+
+std::optional<uint64_t> EpochfsMount::registerOrder(int64_t epoch,
+                                                    const std::vector<std::string>& entries,
+                                                    std::string* error) const {
+  constexpr double kTimeoutSeconds = 30;  // each message, the commit too
+  auto fail = [error](const admin::Error& e) -> std::optional<uint64_t> {
+    *error = e.message;
+    return std::nullopt;
+  };
+  auto client = admin::Client::connect(mountpoint_);
+  if (!client) return fail(client.error());
+  admin::OrderWriter order(*client, kTimeoutSeconds);
+  if (auto begun = order.begin(epoch, /*rank=*/0, /*start=*/0); !begun) return fail(begun.error());
+  for (const auto& path : entries) {
+    if (auto added = order.append(path); !added) return fail(added.error());
+  }
+  auto reply = order.commit(kTimeoutSeconds);
+  if (!reply) return fail(reply.error());
+  return reply->value("entries", uint64_t{0});
 }
 
 }  // namespace epochfs::bench

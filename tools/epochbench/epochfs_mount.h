@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -35,6 +36,12 @@ class EpochfsMount {
 
   // The admin `stats` reply; nullopt with `error` set on failure.
   std::optional<nlohmann::json> stats(std::string* error) const;
+
+  // Registers `entries` (paths relative to the mount, in access order) as the
+  // order of `epoch` for rank 0, starting at entry 0, over one admin
+  // connection. The entry count the daemon committed; nullopt with `error` set.
+  std::optional<uint64_t> registerOrder(int64_t epoch, const std::vector<std::string>& entries,
+                                        std::string* error) const;
 
  private:
   EpochfsMount() = default;

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "tools/epochbench/admin_client.h"
 #include "tools/epochbench/epochfs_mount.h"
 #include "tools/epochbench/prefetch_report.h"
 #include "tools/epochbench/read_pass.h"
@@ -195,7 +194,7 @@ EpochRun PrefetchBench::runEpochfs(int repeat, const std::vector<std::string>& o
 
   const auto t0 = Clock::now();  // a plan's epoch starts when its registration does
   if (plan) {
-    auto n = registerOrder(m->mountpoint(), repeat, order, &error);
+    auto n = m->registerOrder(repeat, order, &error);
     if (!n || *n != order.size()) {
       throw std::runtime_error("registering the order failed: " +
                                (n ? "committed " + std::to_string(*n) + " entries" : error));
@@ -248,7 +247,7 @@ void PrefetchBench::runEviction(int repeat) {
       auto before = m->stats(&error);
       auto dev0 = deviceBytes();
       if (mode == "order-aware") {
-        auto n = registerOrder(m->mountpoint(), epoch, order, &error);
+        auto n = m->registerOrder(epoch, order, &error);
         if (!n) throw std::runtime_error("registering the order failed: " + error);
       }
       EvictionEpoch e;

@@ -10,7 +10,7 @@ namespace epochfs::ctl {
 
 using nlohmann::json;
 
-json runLs(AdminClient& client, const PathList& paths, bool dirOnly) {
+json runLs(CtlClient& client, const PathList& paths, bool dirOnly) {
   json out = json::array();
   std::vector<std::string> all = paths.paths();
   if (all.empty()) all.push_back("");

@@ -7,13 +7,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tools/epochctl/admin_client.h"
+#include "tools/epochctl/ctl_client.h"
 #include "tools/epochctl/path_list.h"
 
 namespace epochfs::ctl {
 
 // {"paths": [ENTRY + {"children": [ENTRY...]}...]} (docs/ADMIN.md).
-nlohmann::json runLs(AdminClient& client, const PathList& paths, bool dirOnly);
+nlohmann::json runLs(CtlClient& client, const PathList& paths, bool dirOnly);
 std::string formatLs(const nlohmann::json& result);
 
 }  // namespace epochfs::ctl

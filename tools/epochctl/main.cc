@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "fusefs/admin_protocol.h"
-#include "tools/epochctl/admin_client.h"
 #include "tools/epochctl/counter_table.h"
+#include "tools/epochctl/ctl_client.h"
 #include "tools/epochctl/formatting.h"
 #include "tools/epochctl/ls_command.h"
 #include "tools/epochctl/model_command.h"
@@ -66,7 +66,7 @@ std::vector<uint64_t> parseSizes(const std::string& list) {
 
 // `epochctl upgrade`: the worker exits for the supervisor to start the binary
 // on disk again; waits until a new daemon answers "status" (60 s).
-static json upgradeDaemon(ctl::AdminClient& client, const std::string& mountpoint,
+static json upgradeDaemon(ctl::CtlClient& client, const std::string& mountpoint,
                           const std::string& socket) {
   const json asked = client.call({{"cmd", admin::kCmdUpgrade}});
   const int64_t old = asked.value("restarting", int64_t{0});
@@ -74,7 +74,7 @@ static json upgradeDaemon(ctl::AdminClient& client, const std::string& mountpoin
   while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     try {
-      ctl::AdminClient fresh(mountpoint, socket);
+      ctl::CtlClient fresh(mountpoint, socket);
       json st = fresh.call({{"cmd", admin::kCmdStatus}});
       const int64_t pid = st.value("pid", int64_t{0});
       if (pid != 0 && pid != old) {
@@ -216,7 +216,7 @@ int main(int argc, char** argv) {
     if (cmd == "stats" && watch > 0) {
       return ctl::StatsWatch(mountpoint, socket, watch, count, asJson).run();
     }
-    ctl::AdminClient client(mountpoint, socket);
+    ctl::CtlClient client(mountpoint, socket);
     ctl::PathList pathList(mountpoint);
     for (const auto& p : paths) pathList.add(p);
     if (!listFile.empty()) pathList.addFromFile(listFile);

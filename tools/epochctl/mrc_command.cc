@@ -51,7 +51,7 @@ class FileTable {
 // Gives the model the mount's partition of every chunk into RAM shards
 // (chunk_shards, in batches under the message cap). False when the daemon
 // does not answer it (an older one): the model then splits by its own hash.
-bool loadMountShards(AdminClient& client, const FileTable& files, MrcModel& model) {
+bool loadMountShards(CtlClient& client, const FileTable& files, MrcModel& model) {
   constexpr size_t kRequestBytes = 40 << 10;
   json batch = json::array();
   std::vector<uint32_t> batchFiles;
@@ -161,7 +161,7 @@ std::vector<MrcModel::Entry> readOrderFile(const std::string& file, const std::s
 
 // The registered plans of every rank, interleaved round-robin from each
 // plan's start (several ranks on one node read concurrently).
-std::vector<MrcModel::Entry> registeredOrder(AdminClient& client, const json& plans,
+std::vector<MrcModel::Entry> registeredOrder(CtlClient& client, const json& plans,
                                              FileTable& files) {
   std::vector<std::vector<MrcModel::Entry>> perRank;
   for (const json& p : plans) {
@@ -194,7 +194,7 @@ json ratiosJson(const MrcModel::Ratios& r) { return {{"all", r.all}, {"warm", r.
 
 }  // namespace
 
-json runMrc(AdminClient& client, const MrcOptions& o) {
+json runMrc(CtlClient& client, const MrcOptions& o) {
   const json info = client.call({{"cmd", admin::kCmdPlans}});
   const uint32_t chunkSize = o.chunkSize ? o.chunkSize : info.value("chunk_size", 1u << 20);
   FileTable files;

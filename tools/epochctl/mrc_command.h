@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/epochctl/admin_client.h"
+#include "tools/epochctl/ctl_client.h"
 
 namespace epochfs::ctl {
 
@@ -31,7 +31,7 @@ struct MrcOptions {
 //  tier's own, from chunk_shards; "model_hash"; "unsharded"),
 //  "points": [{"cache_bytes", "shards",
 //  "lru": {"all", "warm"}, "order_aware": {...}, "belady": {...}}]}
-nlohmann::json runMrc(AdminClient& client, const MrcOptions& options);
+nlohmann::json runMrc(CtlClient& client, const MrcOptions& options);
 std::string formatMrc(const nlohmann::json& result);
 // Draws the curve with /usr/bin/python3 + matplotlib.
 void drawMrcPng(const nlohmann::json& result, const std::string& file);

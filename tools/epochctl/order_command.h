@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tools/epochctl/admin_client.h"
+#include "tools/epochctl/ctl_client.h"
 
 namespace epochfs::ctl {
 
@@ -19,6 +19,6 @@ struct OrderRequest {
 
 // Streams the entries of `in` (one per line: a path relative to the mount,
 // optionally "path@OFFSET+LENGTH") and commits; returns the commit reply.
-nlohmann::json sendOrder(AdminClient& client, const OrderRequest& request, std::istream& in);
+nlohmann::json sendOrder(CtlClient& client, const OrderRequest& request, std::istream& in);
 
 }  // namespace epochfs::ctl

@@ -64,7 +64,7 @@ std::string PathList::display(const json& field) {
   return s;
 }
 
-void PathList::sendBatches(AdminClient& client, const json& base,
+void PathList::sendBatches(CtlClient& client, const json& base,
                            const std::function<void(const json&)>& onReply) const {
   constexpr size_t kBatchBytes = admin::kMaxMessageBytes - 1024;
   json batch = json::array();

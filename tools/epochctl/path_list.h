@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/epochctl/admin_client.h"
+#include "tools/epochctl/ctl_client.h"
 
 namespace epochfs::ctl {
 
@@ -30,7 +30,7 @@ class PathList {
 
   // Sends base + {"paths": batch} for every batch under the message cap and
   // hands each reply to onReply.
-  void sendBatches(AdminClient& client, const nlohmann::json& base,
+  void sendBatches(CtlClient& client, const nlohmann::json& base,
                    const std::function<void(const nlohmann::json&)>& onReply) const;
 
   // A path for a request: a string when valid UTF-8, else {"b64": ...}.

@@ -8,7 +8,7 @@ namespace epochfs::ctl {
 
 using nlohmann::json;
 
-json runPlacement(AdminClient& client) {
+json runPlacement(CtlClient& client) {
   for (int attempt = 0; attempt < 5; ++attempt) {
     json entries = json::array();
     json first;

@@ -8,13 +8,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tools/epochctl/admin_client.h"
+#include "tools/epochctl/ctl_client.h"
 
 namespace epochfs::ctl {
 
 // {"version", "self", "total", "entries": [[path, owner]...]} (paths as the
 // admin protocol encodes them: a string, or {"b64": ...}).
-nlohmann::json runPlacement(AdminClient& client);
+nlohmann::json runPlacement(CtlClient& client);
 // "map version V: N files; node 0: n files, ..." (one line per owner).
 std::string formatPlacement(const nlohmann::json& map);
 

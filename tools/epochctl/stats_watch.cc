@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "fusefs/admin_protocol.h"
-#include "tools/epochctl/admin_client.h"
+#include "tools/epochctl/ctl_client.h"
 #include "tools/epochctl/formatting.h"
 #include "tools/epochctl/progress_bar.h"
 
@@ -156,7 +156,7 @@ int StatsWatch::run() {
   for (long i = 0; count_ <= 0 || i <= count_; ++i) {
     json cur;
     {
-      AdminClient client(mountpoint_, socket_);
+      CtlClient client(mountpoint_, socket_);
       cur = client.call({{"cmd", admin::kCmdStats}});
     }
     cur.erase("ok");

@@ -14,7 +14,7 @@ namespace epochfs::ctl {
 
 using nlohmann::json;
 
-json runWarm(AdminClient& client, const PathList& paths, const WarmOptions& options) {
+json runWarm(CtlClient& client, const PathList& paths, const WarmOptions& options) {
   if (paths.empty()) throw CtlError("warm needs PATH... or --list FILE");
   paths.sendBatches(client, {{"cmd", admin::kCmdWarmAdd}}, [](const json&) {});
   json start = {{"cmd", admin::kCmdWarmStart}};
@@ -61,7 +61,7 @@ std::string formatWarm(const json& r) {
   return o.str();
 }
 
-json runEvict(AdminClient& client, const PathList& paths, bool all, const std::string& tier) {
+json runEvict(CtlClient& client, const PathList& paths, bool all, const std::string& tier) {
   if (all) {
     if (!paths.empty()) throw CtlError("evict takes PATH... or --all, not both");
     json r = client.call({{"cmd", admin::kCmdEvict}, {"all", true}, {"tier", tier}}, 120);

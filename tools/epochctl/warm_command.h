@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tools/epochctl/admin_client.h"
+#include "tools/epochctl/ctl_client.h"
 #include "tools/epochctl/path_list.h"
 
 namespace epochfs::ctl {
@@ -21,11 +21,11 @@ struct WarmOptions {
 
 // {"files", "files_total", "bytes", "bytes_total", "skipped", "errors",
 //  "first_error", "seconds", "bytes_per_s"}.
-nlohmann::json runWarm(AdminClient& client, const PathList& paths, const WarmOptions& options);
+nlohmann::json runWarm(CtlClient& client, const PathList& paths, const WarmOptions& options);
 std::string formatWarm(const nlohmann::json& result);
 
 // {"all", "tier", "files", "chunks", "bytes"}.
-nlohmann::json runEvict(AdminClient& client, const PathList& paths, bool all,
+nlohmann::json runEvict(CtlClient& client, const PathList& paths, bool all,
                         const std::string& tier);
 std::string formatEvict(const nlohmann::json& result);
 

@@ -4,11 +4,14 @@ behind after `down`. Run by ctest with /usr/bin/python3, PYTHONPATH=tools/python
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import unittest
 
 from epochfs import lab as lab_mod
+from epochfs.lab_down import down
 
 SKIP = 77  # CTest's SKIP_RETURN_CODE
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -25,6 +28,21 @@ def skip_reason():
     except Exception as e:  # LabError: not built
         return str(e)
     return None
+
+
+def fresh_root(name):
+    """WORKDIR/epochfs-labtest-NAME, empty: a lab a killed earlier run left there (say, at
+    CTest's timeout) is taken down first, from its state file."""
+    root = os.path.join(WORKDIR, "epochfs-labtest-" + name)
+    for dirpath, dirnames, files in os.walk(root):
+        if "state.json" in files:
+            down(dirpath, verbose=False)
+            dirnames[:] = []
+        elif dirpath.count(os.sep) - root.count(os.sep) >= 3:
+            dirnames[:] = []
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    return root
 
 
 def cluster_lab(*args, check=True, timeout=300):
@@ -76,4 +94,6 @@ def main():
     if why:
         print("SKIP: " + why)
         sys.exit(SKIP)
+    # SIGTERM (a test runner giving up) unwinds like Ctrl-C, so tearDown and finally run `down`.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     unittest.main(module="__main__", verbosity=2)

@@ -5,6 +5,7 @@ node, not of the host), 2,000 files of 150-400 KiB. Epoch 1 reads <= 1.01 D from
 are (p-1)/p of what the nodes read within 10 %, and every read has the source's bytes
 (epochfs.lab_capacity; `cluster-lab capacity` prints the same figures)."""
 
+import os
 import unittest
 
 import labtest
@@ -13,7 +14,11 @@ from epochfs import lab_capacity
 
 class LabCapacityTest(unittest.TestCase):
     def test_four_nodes_with_a_third_of_the_dataset_each(self):
-        r = lab_capacity.run(files=2000, nodes=4, epochs=2, workdir=labtest.WORKDIR, say=print)
+        root = labtest.fresh_root("capacity")
+        try:
+            r = lab_capacity.run(files=2000, nodes=4, epochs=2, workdir=root, say=print)
+        finally:
+            os.rmdir(root)
         d, p = r["dataset_bytes"], r["nodes"]
         for ram, limit in zip(r["ram_cache"], r["memory_limit"]):
             self.assertEqual(limit, r["node_memory"])

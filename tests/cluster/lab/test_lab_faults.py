@@ -10,7 +10,6 @@ moves at most (p-1)/p (+10 %) of the bytes read over the links (veth counters)."
 
 import os
 import shutil
-import tempfile
 import time
 import unittest
 
@@ -28,22 +27,26 @@ FILES = 2000
 class LabFaultTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.root = tempfile.mkdtemp(prefix="epochfs-labfaults-", dir=labtest.WORKDIR)
-        data = os.path.join(cls.root, "data")
-        cls.dataset = lab_workload.make_dataset(data, FILES)
-        cls.d = sum(s for s, _ in cls.dataset.values())
-        cls.lab = Lab.up(data, 4, directory=os.path.join(cls.root, "lab"), link=125_000_000,
-                         source_bw=100 << 20, node_memory=1 << 30, bindir=os.environ.get("EPOCHFS_BIN_DIR"))
-        cls.counters = lab_workload.Counters(cls.lab, lab_workload.source_counter(cls.lab.source["path"]),
-                                             cls.dataset)
-        cls.epoch_no = 1
-        warm, reads = cls.run_epoch()
-        assert not lab_workload.check_reads(reads, cls.dataset), "the warm-up epoch read wrong bytes"
+        cls.root = labtest.fresh_root("faults")
+        try:
+            data = os.path.join(cls.root, "data")
+            cls.dataset = lab_workload.make_dataset(data, FILES)
+            cls.d = sum(s for s, _ in cls.dataset.values())
+            cls.lab = Lab.up(data, 4, directory=os.path.join(cls.root, "lab"), link=125_000_000,
+                             source_bw=100 << 20, node_memory=1 << 30, bindir=os.environ.get("EPOCHFS_BIN_DIR"))
+            cls.counters = lab_workload.Counters(cls.lab, lab_workload.source_counter(cls.lab.source["path"]),
+                                                 cls.dataset)
+            cls.epoch_no = 1
+            warm, reads = cls.run_epoch()
+            assert not lab_workload.check_reads(reads, cls.dataset), "the warm-up epoch read wrong bytes"
+        except BaseException:
+            cls.tearDownClass()  # unittest does not call it when setUpClass fails
+            raise
 
     @classmethod
     def tearDownClass(cls):
         try:
-            down(cls.lab.state.dir, verbose=False)
+            down(os.path.join(cls.root, "lab"), verbose=False)
         finally:
             shutil.rmtree(cls.root, ignore_errors=True)
 

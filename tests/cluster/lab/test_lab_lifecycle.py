@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 import unittest
 
@@ -34,7 +33,7 @@ def cpu_quota(dirs):
 class LabLifecycleTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.root = tempfile.mkdtemp(prefix="epochfs-labtest-", dir=labtest.WORKDIR)
+        cls.root = labtest.fresh_root("lifecycle")
         cls.data = os.path.join(cls.root, "data")
         cls.dataset = lab_workload.make_dataset(cls.data, 200)
 

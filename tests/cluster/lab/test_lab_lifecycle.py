@@ -30,6 +30,25 @@ def cpu_quota(dirs):
     return None
 
 
+def source_limit(dirs):
+    """(the read limit on the source, the pids it applies to): cgroup v1 blkio of the lab,
+    or v2 io.max of the nodes' parent."""
+    for d in dirs + [os.path.dirname(d) for d in dirs]:
+        for name in ("blkio.throttle.read_bps_device", "io.max"):
+            p = os.path.join(d, name)
+            if os.path.exists(p):
+                with open(p) as f:
+                    limit = f.read().strip()
+                members = set()
+                for sub, _, files in os.walk(d):
+                    if "cgroup.procs" in files:
+                        with open(os.path.join(sub, "cgroup.procs")) as f:
+                            members.update(int(x) for x in f.read().split())
+                if limit:
+                    return limit, members
+    return None, set()
+
+
 class LabLifecycleTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -60,7 +79,7 @@ class LabLifecycleTest(unittest.TestCase):
         self.assertIn("nothing to remove", again.stderr)
 
     def test_up_status_exec_down(self):
-        st = self.up("--node-cpus", "1.5", "--", "--ram-cache", "50%")
+        st = self.up("--node-cpus", "1.5", "--source-bw", "50M", "--", "--ram-cache", "50%")
         self.assertEqual(st["source"], os.path.join(self.dir, "source"))
         self.assertEqual(len(st["nodes"]), 4)
         for i, n in enumerate(st["nodes"]):
@@ -71,6 +90,10 @@ class LabLifecycleTest(unittest.TestCase):
             self.assertTrue(n["mounted"], n)
             self.assertTrue(os.path.isdir(os.path.join(n["mountpoint"], "class00")))
             self.assertEqual(cpu_quota(n["cgroups"]), 1.5)
+            rdev = os.stat(st["source_device"]).st_rdev
+            limit, members = source_limit(n["cgroups"])
+            self.assertRegex(limit, r"^%d:%d (rbps=)?%d\b" % (os.major(rdev), os.minor(rdev), 50 << 20))
+            self.assertIn(n["pid"], members)
         out = labtest.cluster_lab("exec", "--dir", self.dir, "node2", "sh", "-c",
                                   "hostname; ls /sys/class/net; ip -o -4 addr show eth0; "
                                   "echo $EPOCHFS_LAB_MOUNT; tc qdisc show dev eth0").stdout

@@ -9,6 +9,7 @@ without touching anything else. Standard library only.
 """
 
 import os
+import shutil
 import subprocess
 
 from .lab_util import LabError, rate_text, read_text, run
@@ -38,13 +39,17 @@ def netns_path(name):
     return os.path.join("/run/netns", name)
 
 
+TOOLS = ("ip", "tc", "nsenter", "unshare", "mount", "umount", "losetup", "mkfs.ext4", "debugfs")
+
+
 def check_tools():
-    """Why the lab's network cannot be made here, or None."""
+    """Why the lab cannot be made here for want of a tool or of `ip netns`, or None."""
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if missing:
+        return "missing tools: %s (iproute2, util-linux, e2fsprogs)" % ", ".join(missing)
     r = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
     if r.returncode != 0:
         return "`ip netns` does not work here: %s" % (r.stderr.strip() or "exit %d" % r.returncode)
-    if subprocess.run(["tc", "-V"], capture_output=True).returncode != 0:
-        return "tc (iproute2) is missing"
     return None
 
 

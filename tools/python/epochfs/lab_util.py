@@ -13,6 +13,11 @@ import re
 import subprocess
 import sys
 
+# ip, tc, losetup, mkfs.ext4 live in sbin, which a non-login root shell's PATH may lack.
+os.environ["PATH"] = os.pathsep.join(
+    [os.environ.get("PATH", "/usr/bin:/bin")] +
+    [d for d in ("/usr/sbin", "/sbin") if d not in os.environ.get("PATH", "").split(os.pathsep)])
+
 _BIT_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
 _BYTE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
                "g": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40,

@@ -255,10 +255,15 @@ class Lab:
         for n in self.nodes:
             supervisor, worker = self.daemon_pids(n)
             oper = (read_text("/sys/class/net/%s/operstate" % n["host_link"]) or "gone").strip()
+            try:
+                counters = lab_net.link_counters(n["host_link"])
+            except LabError:
+                counters = None
             nodes.append({"name": n["name"], "address": n["address"], "mountpoint": n["mountpoint"],
                           "pid": worker, "link": rate_text(n["link_bytes_per_s"]),
                           "supervisor_pid": supervisor, "hostname": n["hostname"],
                           "netns": n["netns"], "host_link": n["host_link"], "link_state": oper,
+                          "link_bytes": counters,
                           "mounted": is_mounted(n["mountpoint"]), "memory_bytes": n["memory_bytes"],
                           "cpus": n["cpus"] or None, "cgroups": n["cgroups"], "log": n["log"]})
         src = self.source or {}

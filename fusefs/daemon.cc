@@ -333,9 +333,12 @@ Status Daemon::start() {
   // lead never displaces much of what order-aware eviction keeps for later.
   po.maxLeadBytes = std::max<uint64_t>(options_.ramCacheBytes / 16, options_.chunkSize);
   // Pushed files are read without the daemon: opens, or the reads of
-  // un-pushed sentinel entries, carry the position.
-  po.positionFromOpens = options_.pushPageCache == MountOptions::PushMode::kOpens;
-  po.pushSentinelEvery = options_.pushPageCache == MountOptions::PushMode::kSentinels ? 8 : 0;
+  // un-pushed sentinel entries, carry the position (prefetch/position_source.h).
+  po.position = options_.pushPageCache == MountOptions::PushMode::kOpens
+                    ? prefetch::PositionMode::kOpens
+                : options_.pushPageCache == MountOptions::PushMode::kSentinels
+                    ? prefetch::PositionMode::kSentinels
+                    : prefetch::PositionMode::kReads;
   prefetcher_ = std::make_unique<prefetch::Prefetcher>(po, *cache_);
   ram_->setAdvisor(prefetcher_.get());
   prefetcher_->setReadObserver([this](uint64_t fileId) {
@@ -414,7 +417,6 @@ Status Daemon::start() {
     fc.adoptFd = supervision_->adoptFd;
     fc.initMessage = supervision_->initMessage;
   }
-  fc.opensTrackPosition = options_.pushPageCache == MountOptions::PushMode::kOpens;
   fuse_ = std::make_unique<FuseServer>(fc, *namespace_, *cache_, *source_, prefetcher_.get());
   s = fuse_->mount(options_.mountpoint);
   if (!s.isOk()) return s;

@@ -221,7 +221,8 @@ void FuseServer::onInit(fuse_conn_info* conn) {
   }
   if (config_.revalidateSeconds == 0) {
     // Pushed pages make reads invisible: then opens must reach the daemon.
-    noOpenSupport_ = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0 && !config_.opensTrackPosition;
+    noOpenSupport_ = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0 &&
+                     !(prefetcher_ != nullptr && prefetcher_->position().needsOpens());
     noOpendirSupport_ = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
     if (noOpendirSupport_) conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
   } else if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) {

@@ -48,14 +48,12 @@ class FuseServer {
     // the first worker) so libfuse negotiates the same connection.
     int adoptFd = -1;
     std::string initMessage;
-    // --push-page-cache=on: the prefetcher pushes prefetched files into the
-    // kernel's page cache, so opens must reach the daemon (they track the
-    // readers' position) and must keep the cached pages (FOPEN_KEEP_CACHE).
-    bool opensTrackPosition = false;
   };
 
   // `prefetcher` (may be null) is told of every read, to track the readers'
-  // positions in their plans.
+  // positions in their plans; when its position source needs opens
+  // (--push-page-cache=on: pushed files' reads never reach the daemon), opens
+  // are not zero-message and keep the cached pages (FOPEN_KEEP_CACHE).
   FuseServer(const Config& config, DatasetNamespace& ns, cache::ChunkCache& cache,
              cache::Source& source, prefetch::Prefetcher* prefetcher);
   ~FuseServer();

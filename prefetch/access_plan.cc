@@ -1,5 +1,7 @@
 #include "prefetch/access_plan.h"
 
+#include <algorithm>
+
 namespace epochfs::prefetch {
 
 AccessPlan::AccessPlan(int64_t epoch, int rank, uint64_t start, std::vector<PlanEntry> entries)
@@ -12,6 +14,13 @@ AccessPlan::AccessPlan(int64_t epoch, int rank, uint64_t start, std::vector<Plan
     cumBytes_.push_back(totalBytes_);
     positions_[entries_[i].identity.fileId].push_back(static_cast<uint32_t>(i));
   }
+}
+
+ChunkSpan chunkSpan(const PlanEntry& e, uint32_t chunkSize) {
+  const uint64_t end = std::min(e.identity.size, e.offset + e.length);
+  const uint64_t first = e.offset / chunkSize;
+  if (end <= first * chunkSize) return {static_cast<uint32_t>(first), static_cast<uint32_t>(first)};
+  return {static_cast<uint32_t>(first), static_cast<uint32_t>((end + chunkSize - 1) / chunkSize)};
 }
 
 const std::vector<uint32_t>* AccessPlan::positionsOf(uint64_t fileId) const {

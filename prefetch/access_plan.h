@@ -22,6 +22,16 @@ struct PlanEntry {
   uint64_t length = 0;  // bytes to read from offset (whole file: its size)
 };
 
+// The chunks an entry covers: indexes [first, end) of its file's chunks.
+struct ChunkSpan {
+  uint32_t first = 0, end = 0;
+};
+ChunkSpan chunkSpan(const PlanEntry& e, uint32_t chunkSize);
+
+// A whole-file entry: what an open names, and what can be pushed into the
+// kernel's page cache.
+inline bool isWholeFile(const PlanEntry& e) { return e.offset == 0 && e.length >= e.identity.size; }
+
 class AccessPlan {
  public:
   AccessPlan(int64_t epoch, int rank, uint64_t start, std::vector<PlanEntry> entries);

@@ -1,4 +1,4 @@
-// Unit tests for the prefetcher with page-cache push (positionFromOpens): a
+// Unit tests for the prefetcher with page-cache push (PositionMode::kOpens): a
 // recording PagePusher stands in for the kernel (the real one is covered by
 // tests/integration/push_page_cache_test.cc). Position comes from opens; an
 // entry pushed before its open is consumed by the open, one opened before its
@@ -90,11 +90,11 @@ class RecordingPusher : public PagePusher {
 };
 
 struct Rig {
-  // `byOpens`: position from opens; false: set po.pushSentinelEvery.
-  explicit Rig(PrefetchOptions po, bool byOpens = true)
+  // Position from opens unless `po` names another mode.
+  explicit Rig(PrefetchOptions po, PositionMode mode = PositionMode::kOpens)
       : ram(16ull << 20), cache(testing::cacheOptions(7), source, ram, nullptr) {
     spdlog::set_level(spdlog::level::warn);
-    po.positionFromOpens = byOpens;
+    po.position = mode;
     prefetcher = std::make_unique<Prefetcher>(po, cache);
     ram.setAdvisor(prefetcher.get());
     prefetcher->setPagePusher(&pusher);
@@ -291,8 +291,8 @@ TEST(OpenPositionTest, RangeEntriesStayReadTrackedAndTheObserverSeesOpens) {
 // readers; a read of a pushed file consumes only its own entry.
 TEST(SentinelPositionTest, SentinelReadsSweepThePushedEntriesBeforeThem) {
   PrefetchOptions po = options();
-  po.pushSentinelEvery = 4;
-  Rig rig(po, false);
+  po.sentinelEvery = 4;
+  Rig rig(po, PositionMode::kSentinels);
   auto entries = rig.addFiles(40, 1000);
   rig.prefetcher->setPlan(planOf(entries));
   ASSERT_TRUE(waitFor([&] { return rig.stream().prefetchedFiles == 40; }));

@@ -1,0 +1,90 @@
+#include "prefetch/plan_tracker.h"
+
+#include "cache/eviction_advisor.h"
+
+namespace epochfs::prefetch {
+
+std::shared_ptr<PlanStream> PlanTracker::set(std::shared_ptr<const AccessPlan> plan,
+                                             int64_t nowNs) {
+  auto stream = std::make_shared<PlanStream>(std::move(plan), nowNs);
+  {
+    std::lock_guard<std::mutex> lock(streamsMu_);
+    auto next = std::make_shared<Streams>();
+    for (const auto& s : *streams_) {
+      if (s->plan().rank() != stream->plan().rank()) {
+        next->push_back(s);
+      } else {
+        s->expire();
+      }
+    }
+    next->push_back(stream);
+    replace(std::move(next));
+  }
+  offPlanStreak_.store(0);
+  return stream;
+}
+
+void PlanTracker::clear() {
+  std::lock_guard<std::mutex> lock(streamsMu_);
+  for (const auto& s : *streams_) s->expire();
+  replace(std::make_shared<Streams>());
+}
+
+void PlanTracker::remove(const std::shared_ptr<PlanStream>& stream) {
+  std::lock_guard<std::mutex> lock(streamsMu_);
+  auto next = std::make_shared<Streams>();
+  for (const auto& s : *streams_) {
+    if (s != stream) next->push_back(s);
+  }
+  stream->expire();
+  replace(std::move(next));
+}
+
+void PlanTracker::replace(std::shared_ptr<const Streams> next) {
+  live_.store(!next->empty());
+  streams_ = std::move(next);
+}
+
+std::shared_ptr<const PlanTracker::Streams> PlanTracker::streams() const {
+  std::lock_guard<std::mutex> lock(streamsMu_);
+  return streams_;
+}
+
+PlanTracker::Match PlanTracker::nearest(uint64_t fileId, const Eligible& eligible) const {
+  Match best;
+  best.distance = UINT64_MAX;
+  for (const auto& s : *streams()) {
+    const auto* positions = s->plan().positionsOf(fileId);
+    if (positions == nullptr) continue;
+    best.planned = true;
+    const uint64_t progress = s->progress();
+    for (uint32_t p : *positions) {
+      if (p < s->plan().start() || s->isConsumed(p) || (eligible && !eligible(*s, p))) continue;
+      const uint64_t distance = p > progress ? p - progress : 0;
+      if (distance < best.distance) best.stream = s, best.pos = p, best.distance = distance;
+      break;  // positions ascend: the first eligible one is this stream's nearest
+    }
+  }
+  return best;
+}
+
+uint64_t PlanTracker::nextUse(uint64_t fileId) const {
+  const Match m = nearest(fileId, nullptr);
+  return m.stream ? m.distance : cache::EvictionAdvisor::kNever;
+}
+
+bool PlanTracker::offPlan(bool planned) {
+  if (planned) {
+    offPlanStreak_.store(0, std::memory_order_relaxed);
+    return false;
+  }
+  return offPlanStreak_.fetch_add(1, std::memory_order_relaxed) + 1 >= deviationReads_;
+}
+
+std::vector<StreamStats> PlanTracker::stats() const {
+  std::vector<StreamStats> out;
+  for (const auto& s : *streams()) out.push_back(s->stats());
+  return out;
+}
+
+}  // namespace epochfs::prefetch

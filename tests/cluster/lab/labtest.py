@@ -2,6 +2,7 @@
 why a lab cannot run here, the cluster-lab command, and the check that a lab left nothing
 behind after `down`. Run by ctest with /usr/bin/python3, PYTHONPATH=tools/python."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -31,9 +32,11 @@ def skip_reason():
 
 
 def fresh_root(name):
-    """WORKDIR/epochfs-labtest-NAME, empty: a lab a killed earlier run left there (say, at
-    CTest's timeout) is taken down first, from its state file."""
-    root = os.path.join(WORKDIR, "epochfs-labtest-" + name)
+    """WORKDIR/epochfs-labtest-NAME-BUILD, empty: a lab a killed earlier run of this build's
+    tests left there (say, at CTest's timeout) is taken down first, from its state file. BUILD
+    (a hash of EPOCHFS_BIN_DIR) keeps two build trees' test runs out of each other's way."""
+    build = hashlib.sha1(os.path.abspath(os.environ.get("EPOCHFS_BIN_DIR", "")).encode()).hexdigest()[:8]
+    root = os.path.join(WORKDIR, "epochfs-labtest-%s-%s" % (name, build))
     for dirpath, dirnames, files in os.walk(root):
         if "state.json" in files:
             down(dirpath, verbose=False)
@@ -84,6 +87,8 @@ def leftovers(prefix, directory):
                         out.append("process %s" % p)
             except OSError:
                 pass
+    if os.path.exists("/run/epochfs-lab-" + prefix):  # admin sockets of a lab with a long DIR
+        out.append("directory /run/epochfs-lab-" + prefix)
     if os.path.isdir(directory) and os.listdir(directory):
         out.append("files in %s: %s" % (directory, sorted(os.listdir(directory))))
     return out

@@ -212,9 +212,21 @@ class Lab:
         return {"name": name, "index": i, "hostname": name, "address": lab_net.node_address(i),
                 "netns": ns, "host_link": host, "mnt_ns": mnt_ns, "uts_ns": uts_ns,
                 "mountpoint": mountpoint, "log": os.path.join(home, "epochfs.log"),
-                "admin_socket": os.path.join(home, "admin.sock"), "cgroups": cg.node_dirs(i),
+                "admin_socket": self._admin_socket(home, name), "cgroups": cg.node_dirs(i),
                 "link_bytes_per_s": cfg["link_bytes_per_s"], "memory_bytes": cfg["node_memory"],
                 "cpus": cfg["node_cpus"]}
+
+    def _admin_socket(self, home, name):
+        """DIR/nodes/NODE/admin.sock, or /run/epochfs-lab-PREFIX/NODE.sock when DIR is too
+        long for a Unix socket's path (108 bytes)."""
+        path = os.path.join(home, "admin.sock")
+        if len(path) < 100:
+            return path
+        short = "/run/epochfs-lab-" + self.state.prefix
+        if not self.state.resources("dir"):
+            self.state.record("dir", path=short)
+            os.makedirs(short, mode=0o700, exist_ok=True)
+        return os.path.join(short, name + ".sock")
 
     # ---- daemons ----------------------------------------------------------------------------
 

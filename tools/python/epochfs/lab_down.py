@@ -134,8 +134,8 @@ def unmount_all(directory, say):
 def remove_files(state, directory, say):
     if _mounts_under(directory):
         raise LabError("not removing files: mounts remain under %s" % directory)
-    for name in LAB_ENTRIES:
-        p = os.path.join(directory, name)
+    extra = [r["path"] for r in state.resources("dir")]
+    for p in [os.path.join(directory, name) for name in LAB_ENTRIES] + extra:
         if os.path.isdir(p):
             shutil.rmtree(p)
             say("directory %s" % p)

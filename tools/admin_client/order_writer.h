@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/admin_client/client.h"
+#include "tools/admin_client/entry_batch.h"
 #include "tools/admin_client/result.h"
 
 namespace epochfs::admin {
@@ -28,7 +29,7 @@ class OrderWriter {
   // (a string, or {"b64": ...}; optionally "path@OFFSET+LENGTH"). Sends a
   // batch when the next entry would not fit; kProtocol for an entry that
   // alone does not fit a message.
-  Status append(nlohmann::json entry);
+  Status append(const nlohmann::json& entry);
   // Sends what is left and commits; the daemon's reply ({"entries": N, ...}).
   Result<nlohmann::json> commit(double timeoutSeconds = kCommitTimeoutSeconds);
 
@@ -37,8 +38,7 @@ class OrderWriter {
 
   Client& client_;
   const double timeoutSeconds_;
-  nlohmann::json batch_ = nlohmann::json::array();
-  size_t batchBytes_ = 0;
+  EntryBatch batch_;
 };
 
 }  // namespace epochfs::admin

@@ -6,6 +6,7 @@
 #include "fusefs/admin_protocol.h"
 #include "tools/admin_client/client.h"
 #include "tools/admin_client/order_writer.h"
+#include "tools/admin_client/path_field.h"
 #include "tools/epochbench/daemon_probe.h"
 #include "tools/epochbench/system_util.h"
 
@@ -61,7 +62,7 @@ std::optional<uint64_t> EpochfsMount::registerOrder(int64_t epoch,
   admin::OrderWriter order(*client, kTimeoutSeconds);
   if (auto begun = order.begin(epoch, /*rank=*/0, /*start=*/0); !begun) return fail(begun.error());
   for (const auto& path : entries) {
-    if (auto added = order.append(path); !added) return fail(added.error());
+    if (auto added = order.append(admin::encodePath(path)); !added) return fail(added.error());
   }
   auto reply = order.commit(kTimeoutSeconds);
   if (!reply) return fail(reply.error());

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "fusefs/admin_protocol.h"
+#include "tools/admin_client/path_field.h"
 #include "tools/epochctl/formatting.h"
 
 namespace epochfs::ctl {
@@ -20,7 +21,7 @@ json runLs(CtlClient& client, const PathList& paths, bool dirOnly) {
     json offset = 0;
     while (!offset.is_null()) {
       json reply = client.call({{"cmd", admin::kCmdLs},
-                                {"path", PathList::encode(p)},
+                                {"path", admin::encodePath(p)},
                                 {"children", !dirOnly},
                                 {"offset", offset}},
                                60);

@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "fusefs/admin_protocol.h"
+#include "tools/admin_client/path_field.h"
 #include "tools/epochctl/formatting.h"
 #include "tools/epochctl/mrc_model.h"
 #include "tools/epochctl/path_list.h"
@@ -153,7 +154,7 @@ std::vector<MrcModel::Entry> readOrderFile(const std::string& file, const std::s
     }
     const uint64_t size = static_cast<uint64_t>(st.st_size);
     out.push_back(
-        {files.index(path, size, PathList::encode(path)), offset, std::min(length, size)});
+        {files.index(path, size, admin::encodePath(path)), offset, std::min(length, size)});
     ++n;
   }
   return out;

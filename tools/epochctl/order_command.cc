@@ -1,7 +1,7 @@
 #include "tools/epochctl/order_command.h"
 
 #include "tools/admin_client/order_writer.h"
-#include "tools/epochctl/path_list.h"
+#include "tools/admin_client/path_field.h"
 
 namespace epochfs::ctl {
 
@@ -14,7 +14,7 @@ json sendOrder(CtlClient& client, const OrderRequest& request, std::istream& in)
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
-    valueOrThrow(order.append(PathList::encode(line)));
+    valueOrThrow(order.append(admin::encodePath(line)));
   }
   return valueOrThrow(order.commit());
 }

@@ -7,6 +7,8 @@
 #include <iostream>
 
 #include "fusefs/admin_protocol.h"
+#include "tools/admin_client/entry_batch.h"
+#include "tools/admin_client/path_field.h"
 
 namespace epochfs::ctl {
 
@@ -47,17 +49,9 @@ void PathList::addFromFile(const std::string& file) {
   addLines(in);
 }
 
-json PathList::encode(const std::string& raw) {
-  return admin::isValidUtf8(raw) ? json(raw) : json{{"b64", admin::base64Encode(raw)}};
-}
-
 std::string PathList::display(const json& field) {
-  std::string s = "?";
-  if (field.is_string()) {
-    s = field.get<std::string>();
-  } else if (field.is_object() && field.contains("b64") && field["b64"].is_string()) {
-    admin::base64Decode(field["b64"].get<std::string>(), &s);
-  }
+  std::string s;
+  if (!admin::decodePath(field, &s)) return std::string(1, '?');
   for (char& c : s) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   }
@@ -66,23 +60,22 @@ std::string PathList::display(const json& field) {
 
 void PathList::sendBatches(CtlClient& client, const json& base,
                            const std::function<void(const json&)>& onReply) const {
-  constexpr size_t kBatchBytes = admin::kMaxMessageBytes - 1024;
-  json batch = json::array();
-  size_t bytes = 0;
+  admin::EntryBatch batch;
   auto flush = [&] {
     json req = base;
-    req["paths"] = std::move(batch);
+    req["paths"] = batch.take();
     onReply(client.call(req));
-    batch = json::array();
-    bytes = 0;
   };
   for (const auto& p : paths_) {
-    json e = encode(p);
-    const size_t n = e.dump(-1, ' ', false, json::error_handler_t::replace).size() + 1;
-    if (n > kBatchBytes) throw CtlError("path too long: " + p.substr(0, 80) + "...");
-    if (bytes + n > kBatchBytes) flush();
-    batch.push_back(std::move(e));
-    bytes += n;
+    const json e = admin::encodePath(p);
+    const auto added = batch.add(e);
+    if (added == admin::EntryBatch::Added::kTooLarge) {
+      throw CtlError("path too long: " + p.substr(0, 80) + "...");
+    }
+    if (added == admin::EntryBatch::Added::kFull) {
+      flush();
+      batch.add(e);
+    }
   }
   if (!batch.empty() || paths_.empty()) flush();
 }

@@ -33,9 +33,8 @@ class PathList {
   void sendBatches(CtlClient& client, const nlohmann::json& base,
                    const std::function<void(const nlohmann::json&)>& onReply) const;
 
-  // A path for a request: a string when valid UTF-8, else {"b64": ...}.
-  static nlohmann::json encode(const std::string& raw);
-  // The reverse, for display (b64 names decoded, control bytes shown as '?').
+  // A path field of a reply (tools/admin_client/path_field.h), for display (b64 names decoded,
+  // control bytes shown as '?').
   static std::string display(const nlohmann::json& field);
 
  private:

@@ -20,7 +20,9 @@
 
 #include "fusefs/admin_protocol.h"
 #include "tools/admin_client/client.h"
+#include "tools/admin_client/entry_batch.h"
 #include "tools/admin_client/order_writer.h"
+#include "tools/admin_client/path_field.h"
 #include "tools/epochctl/ctl_client.h"
 
 namespace epochfs::admin {
@@ -321,6 +323,35 @@ TEST(AdminClient, OrderWriterStopsAtTheFirstRefusal) {
   ASSERT_FALSE(reply);
   EXPECT_EQ(reply.error().kind, ErrorKind::kRejected);
   EXPECT_EQ(reply.error().message, "entry 2 not found");
+}
+
+TEST(AdminClient, PathsThatAreNotUtf8TravelAsBase64) {
+  EXPECT_EQ(encodePath("train/a.jpg"), json("train/a.jpg"));
+  const std::string raw = "caf\xe9/\xff.bin";
+  const json field = encodePath(raw);
+  ASSERT_TRUE(field.is_object());
+  std::string back;
+  ASSERT_TRUE(decodePath(field, &back));
+  EXPECT_EQ(back, raw);
+  ASSERT_TRUE(decodePath(json("plain"), &back));
+  EXPECT_EQ(back, "plain");
+  EXPECT_FALSE(decodePath(json(7), &back));
+  EXPECT_FALSE(decodePath(json{{"b64", "not base64!"}}, &back));
+}
+
+TEST(AdminClient, EntryBatchKeepsARequestUnderTheCap) {
+  EntryBatch batch;
+  EXPECT_TRUE(batch.empty());
+  const json entry(std::string(1000, 'p'));
+  size_t taken = 0;
+  while (batch.add(entry) == EntryBatch::Added::kYes) ++taken;
+  EXPECT_GT(taken, 60u);
+  const json request = {{"cmd", kCmdWarmAdd}, {"paths", batch.take()}};
+  EXPECT_LE(request.dump().size(), kMaxMessageBytes);
+  EXPECT_EQ(request["paths"].size(), taken);
+  EXPECT_TRUE(batch.empty());
+  EXPECT_EQ(batch.add(entry), EntryBatch::Added::kYes);  // room again after take()
+  EXPECT_EQ(batch.add(json(std::string(kMaxMessageBytes, 'q'))), EntryBatch::Added::kTooLarge);
 }
 
 // epochctl's view: the kinds become docs/ADMIN.md's exit statuses.

@@ -11,6 +11,7 @@ Standard library only.
 """
 
 import os
+import re
 import shutil
 import signal
 import time
@@ -23,15 +24,19 @@ from .lab_util import LabError, log, read_text, run
 LAB_ENTRIES = ("ns", "mnt", "nodes", "secret", "hostfile", "source")
 
 
+def _mountinfo():
+    """(mount point, filesystem type, device minor) of each mount in this namespace, in order;
+    the point's octal escapes (\\040 for a space) decoded."""
+    for line in (read_text("/proc/self/mountinfo") or "").splitlines():
+        f, tail = line.split(" - ", 1)[0].split(), line.split(" - ", 1)[1].split()
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), f[4])
+        yield point, tail[0], f[2].split(":")[1]
+
+
 def _mounts_under(directory):
     """Mount points at or below directory in this namespace, deepest (and latest) first."""
-    out = []
     prefix = directory.rstrip("/") + "/"
-    for line in (read_text("/proc/self/mountinfo") or "").splitlines():
-        point = line.split()[4].encode().decode("unicode_escape")
-        if point == directory or point.startswith(prefix):
-            out.append(point)
-    return list(reversed(out))
+    return [p for p, _, _ in reversed(list(_mountinfo())) if p == directory or p.startswith(prefix)]
 
 
 def _ns_inodes(state):
@@ -106,14 +111,11 @@ def stop_processes(state, say, grace_s=2.0, wait_s=10.0):
 
 def _abort_fuse(point):
     """Aborts the FUSE connection of a mount whose daemon hangs (a frozen or dead one)."""
-    for line in (read_text("/proc/self/mountinfo") or "").splitlines():
-        f = line.split()
-        if f[4] == point and "fuse" in line.split(" - ")[1].split()[0]:
-            minor = f[2].split(":")[1]
-            path = "/sys/fs/fuse/connections/%s/abort" % minor
-            if os.path.exists(path):
-                with open(path, "w") as fh:
-                    fh.write("1")
+    for p, fstype, minor in _mountinfo():
+        path = "/sys/fs/fuse/connections/%s/abort" % minor
+        if p == point and fstype.startswith("fuse") and os.path.exists(path):
+            with open(path, "w") as fh:
+                fh.write("1")
 
 
 def unmount_all(directory, say):

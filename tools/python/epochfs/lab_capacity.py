@@ -41,6 +41,10 @@ def run(files=2000, nodes=4, epochs=2, link=125_000_000, source_bw=100 << 20, wo
         dataset = lab_workload.make_dataset(data, files)
         d_bytes = sum(s for s, _ in dataset.values())
         memory = 2 * d_bytes // 3
+        if memory < (128 << 20):
+            raise LabError("a dataset of %.0f MiB is too small: nodes of 2/3 of it would have under "
+                           "128 MiB of memory; use --files %d or more"
+                           % (d_bytes / 2**20, files * (192 << 20) // d_bytes + 1))
         say("%d files, %.1f MiB; %d nodes of %.1f MiB memory, --ram-cache 50%%" % (
             files, d_bytes / 2**20, nodes, memory / 2**20))
         lab = Lab.up(data, nodes, directory=os.path.join(root, "lab"), link=link, source_bw=source_bw,
@@ -82,6 +86,18 @@ def main(argv):
     t0 = time.monotonic()
     out = run(a.files, a.nodes, a.epochs, parse_rate(a.link), parse_rate(a.source_bw), a.workdir)
     out["wall_seconds"] = time.monotonic() - t0
-    if a.json:
-        print(json.dumps(out, indent=1))
-    return 0
+    line, ok = verdict(out)
+    print(json.dumps(out, indent=1) if a.json else line)
+    return 0 if ok else 1
+
+
+def verdict(out):
+    """(one line saying which of the lab's capacity targets were met, whether all were)."""
+    d, p, epochs = out["dataset_bytes"], out["nodes"], out["epochs"]
+    link_ok = all(abs(e["link_bytes"] / ((p - 1) / p * e["bytes_read"]) - 1) < 0.10 for e in epochs)
+    checks = [("every read right", all(not e["bad_reads"] for e in epochs)),
+              ("epoch 1 source <= 1.01 D", epochs[0]["source_bytes"] <= 1.01 * d),
+              ("later epochs no source reads", all(e["source_bytes"] == 0 for e in epochs[1:])),
+              ("link bytes (p-1)/p of the bytes read within 10 %", link_ok)]
+    return ("; ".join("%s: %s" % (name, "yes" if ok else "NO") for name, ok in checks),
+            all(ok for _, ok in checks))

@@ -1,10 +1,7 @@
 #include "fusefs/admin_commands.h"
 
-#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
-
-#include <thread>
 
 #include "cache/disk_tier.h"
 #include "fusefs/admin_paths.h"
@@ -88,12 +85,11 @@ Status AdminCommands::registerAll(AdminServer& server) {
   server.handle(admin::kCmdUnmount, [this](const json&, AdminSession& s) {
     auth_.requireAdmin(s);
     spdlog::info("admin: unmount requested by uid {}", s.caller.uid);
-    // After the reply is on its way: the FUSE loop ends on SIGTERM and the
-    // daemon unmounts and exits as with `kill -TERM`.
-    std::thread([] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      kill(getpid(), SIGTERM);
-    }).detach();
+    // Once the reply is sent: the daemon stops as on `kill -TERM` (it
+    // unmounts and exits).
+    s.afterReply = [stop = m_.stop] {
+      if (stop) stop(false);
+    };
     return json{{"unmounting", m_.options.mountpoint}};
   });
   registerOrder(server);

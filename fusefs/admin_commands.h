@@ -44,6 +44,9 @@ struct MountState {
   prefetch::Prefetcher& prefetcher;
   std::atomic<prefetch::TorchOrderFollower*>& follower;
   int sourceRootFd = -1;  // the source root, for refresh's re-snapshot
+  // Ends the mount through the daemon's normal stop path (`restart`: the
+  // supervisor starts the binary on disk again); unset: unmount is refused.
+  std::function<void(bool restart)> stop;
   // The libraries the daemon runs with, for `status` ({"fuse_protocol",
   // "kernel_fuse_protocol", "libfuse", "ucx"}); unset: null.
   std::function<nlohmann::json()> libraries;

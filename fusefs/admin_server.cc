@@ -172,15 +172,38 @@ void AdminServer::stop() {
   if (listenFd_ >= 0) close(listenFd_);
   if (!path_.empty()) unlink(path_.c_str());
   // Wake every connection blocked on its client; handlers in progress finish.
-  std::unique_lock<std::mutex> lock(connMu_);
-  for (int fd : conns_) shutdown(fd, SHUT_RDWR);
-  if (!connCv_.wait_for(lock, std::chrono::seconds(120), [&] { return conns_.empty(); })) {
-    spdlog::error("admin: {} connections still busy at shutdown", conns_.size());
+  {
+    std::unique_lock<std::mutex> lock(connMu_);
+    for (int fd : conns_) shutdown(fd, SHUT_RDWR);
+    if (!connCv_.wait_for(lock, std::chrono::seconds(120), [&] { return conns_.empty(); })) {
+      spdlog::error("admin: {} connections still busy at shutdown; waiting for them",
+                    conns_.size());
+    }
   }
+  joinFinished(true);
+}
+
+void AdminServer::joinFinished(bool all) {
+  std::vector<std::thread> done;
+  {
+    std::lock_guard<std::mutex> lock(connMu_);
+    if (all) {
+      for (auto& [id, t] : threads_) done.push_back(std::move(t));
+      threads_.clear();
+    } else {
+      for (uint64_t id : finished_) {
+        done.push_back(std::move(threads_.at(id)));
+        threads_.erase(id);
+      }
+    }
+    finished_.clear();
+  }
+  for (auto& t : done) t.join();
 }
 
 void AdminServer::acceptLoop() {
   while (!stopping_.load()) {
+    joinFinished(false);
     pollfd p{listenFd_, POLLIN, 0};
     if (poll(&p, 1, 200) <= 0) continue;
     int fd = accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC);
@@ -190,13 +213,15 @@ void AdminServer::acceptLoop() {
       if (conns_.size() < static_cast<size_t>(kMaxConnections) && !stopping_.load()) {
         conns_.insert(fd);
         counters_.connections.fetch_add(1, std::memory_order_relaxed);
-        std::thread([this, fd] {
-          serve(fd);
-          std::lock_guard<std::mutex> l(connMu_);
-          conns_.erase(fd);
-          close(fd);
-          connCv_.notify_all();
-        }).detach();
+        const uint64_t id = nextConnection_++;
+        threads_.emplace(id, std::thread([this, fd, id] {
+                           serve(fd);
+                           std::lock_guard<std::mutex> l(connMu_);
+                           conns_.erase(fd);
+                           close(fd);
+                           finished_.push_back(id);
+                           connCv_.notify_all();
+                         }));
         continue;
       }
     }
@@ -270,9 +295,16 @@ void AdminServer::serve(int fd) {
   while (!stopping_.load()) {
     uint32_t announced = 0;
     switch (receive(fd, message, &announced)) {
-      case Received::kMessage:
-        if (!admin::sendMessage(fd, dispatch(message, session))) return;
+      case Received::kMessage: {
+        const bool sent = admin::sendMessage(fd, dispatch(message, session));
+        if (session.afterReply) {  // the request was accepted: it runs, answered or not
+          auto then = std::move(session.afterReply);
+          session.afterReply = nullptr;
+          then();
+        }
+        if (!sent) return;
         break;
+      }
       case Received::kTooLarge:
         refuseOversized(fd, announced);
         return;

@@ -46,6 +46,9 @@ struct AdminSession {
   std::any state;
   // The caller's supplementary groups, read from /proc on first need.
   std::optional<std::vector<gid_t>> groups;
+  // Set by a handler: runs once its reply has been sent (unmount, upgrade:
+  // the caller gets its answer before the daemon stops).
+  std::function<void()> afterReply;
 };
 
 // Thrown by handlers for a refusal; the reply carries {"ok": false, "error":
@@ -118,6 +121,8 @@ class AdminServer {
 
   void acceptLoop();
   void serve(int fd);
+  // Joins the connection threads that have ended (all of them with `all`).
+  void joinFinished(bool all);
   Received receive(int fd, std::string& out, uint32_t* announced);
   void refuseOversized(int fd, uint32_t announced);
   std::string dispatch(const std::string& message, AdminSession& session);
@@ -130,9 +135,14 @@ class AdminServer {
   std::thread acceptThread_;
   AdminServerCounters counters_;
 
-  std::mutex connMu_;  // guards conns_; pairs with connCv_
+  std::mutex connMu_;  // guards conns_, threads_, finished_; pairs with connCv_
   std::condition_variable connCv_;
   std::set<int> conns_;  // fds of connections being served
+  // One thread per connection, joined once it ended (never detached: none
+  // outlives stop()). Keyed by a connection number, as fds are reused.
+  std::map<uint64_t, std::thread> threads_;
+  std::vector<uint64_t> finished_;
+  uint64_t nextConnection_ = 0;
 };
 
 }  // namespace epochfs::fusefs

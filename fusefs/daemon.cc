@@ -71,7 +71,8 @@ Daemon::~Daemon() {
   admin_.stop();
   if (orderSetup_.joinable()) orderSetup_.join();
   if (pusher_) pusher_->close();  // no notification on a session about to go
-  fuse_.reset();                  // unmounts if still mounted
+  mounted_.store(nullptr);
+  fuse_.reset();  // unmounts if still mounted
   // Before the prefetcher goes: its serve threads use cache_ and filesById_,
   // and their RamTier::insert() may be reading the prefetcher as the advisor
   // (setAdvisor(nullptr) does not wait for an insert in progress; TSan).
@@ -347,7 +348,8 @@ Status Daemon::start() {
   if (options_.torchOrder) orderSetup_ = std::thread([this] { setUpTorchOrder(); });
 
   MountState state{options_, startedAt_,   snapshotSeconds_, *namespace_,       *ram_, disk_.get(),
-                   *cache_,  *prefetcher_, follower_,        source_->rootFd(), {}};
+                   *cache_,  *prefetcher_, follower_,        source_->rootFd(), {},    {}};
+  state.stop = [this](bool restart) { stop(restart); };
   state.libraries = [this]() -> json {
     const std::string protocol = fuse_ ? fuse_->protocol() : "";
     const std::string kernel = fuse_ ? fuse_->kernelProtocol() : "";
@@ -379,15 +381,12 @@ Status Daemon::start() {
   });
   if (supervision_) {
     // `epochctl upgrade`: the supervisor starts the binary on disk again.
-    admin_.handle(admin::kCmdUpgrade, [auth = std::make_shared<AdminAuth>(*namespace_, geteuid(),
-                                                                          options_.adminGid)](
+    admin_.handle(admin::kCmdUpgrade, [this, auth = std::make_shared<AdminAuth>(
+                                                 *namespace_, geteuid(), options_.adminGid)](
                                           const json&, AdminSession& session) {
       auth->requireAdmin(session);
       spdlog::info("admin: upgrade requested by uid {}", session.caller.uid);
-      std::thread([] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the reply first
-        kill(getpid(), SIGUSR2);
-      }).detach();
+      session.afterReply = [this] { stop(true); };  // the reply first
       return json{{"restarting", getpid()}};
     });
   } else {
@@ -420,6 +419,8 @@ Status Daemon::start() {
   fuse_ = std::make_unique<FuseServer>(fc, *namespace_, *cache_, *source_, prefetcher_.get());
   s = fuse_->mount(options_.mountpoint);
   if (!s.isOk()) return s;
+  mounted_.store(fuse_.get());
+  if (const int asked = stopRequested_.load()) fuse_->requestStop(asked == 2);
   if (options_.pushPageCache != MountOptions::PushMode::kOff) {
     pusher_ = std::make_unique<KernelPagePusher>(*fuse_, *namespace_);
     prefetcher_->setPagePusher(pusher_.get());
@@ -452,6 +453,11 @@ const std::string& Daemon::initMessage() const {
 
 std::string Daemon::namespaceFingerprint() const {
   return namespace_ ? fmt::format("{:016x}", namespace_->fingerprint()) : "";
+}
+
+void Daemon::stop(bool restart) {
+  stopRequested_.store(restart ? 2 : 1);  // before the mount: start() passes it on
+  if (FuseServer* f = mounted_.load()) f->requestStop(restart);
 }
 
 int Daemon::run() {

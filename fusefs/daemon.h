@@ -47,6 +47,9 @@ class Daemon {
   cache::Status start();
   // Serves until unmounted or signalled, then unmounts. Returns the exit code.
   int run();
+  // Ends run() through the normal stop path, as `kill -TERM` does
+  // (`restart`: as the supervisor's SIGUSR2); any thread, any time.
+  void stop(bool restart);
 
   // After start(), supervised only: what the supervisor keeps of the mount.
   int fuseFd() const { return fuse_ ? fuse_->fuseFd() : -1; }
@@ -81,6 +84,8 @@ class Daemon {
   std::unique_ptr<KernelPagePusher> pusher_;
   std::unique_ptr<prefetch::Prefetcher> prefetcher_;
   std::unique_ptr<FuseServer> fuse_;
+  std::atomic<FuseServer*> mounted_{nullptr};  // fuse_ once mounted, for stop() from admin threads
+  std::atomic<int> stopRequested_{0};          // 1: stop, 2: restart (stop() before the mount)
   // Zero-change mode: built in the background after the mount.
   void setUpTorchOrder();
   std::unique_ptr<prefetch::TorchOrderFollower> followerOwner_;

@@ -181,7 +181,18 @@ cache::Status FuseServer::replayHandshake() {
   return cache::Status::ok();
 }
 
-bool FuseServer::restartRequested() const { return gRestart != 0; }
+bool FuseServer::restartRequested() const { return gRestart != 0 || restart_.load(); }
+
+void FuseServer::requestStop(bool restart) {
+  std::lock_guard<std::mutex> lock(loopMu_);
+  if (session_ == nullptr) return;
+  if (restart) restart_.store(true);
+  fuse_session_exit(session_);  // before loop(): it returns at once
+  if (!looping_) return;
+  // libfuse's handler (fuse_set_signal_handlers) ends the wait of the loop's
+  // thread; the loop then cancels its workers, as on `kill -TERM`.
+  pthread_kill(loopThread_, SIGTERM);
+}
 
 int FuseServer::loop() {
   if (fuse_set_signal_handlers(session_) != 0) return 1;
@@ -196,7 +207,16 @@ int FuseServer::loop() {
   fuse_loop_cfg_set_clone_fd(cfg, config_.supervised ? 0 : 1);
   fuse_loop_cfg_set_max_threads(cfg, config_.threads);
   fuse_loop_cfg_set_idle_threads(cfg, config_.threads);
+  {
+    std::lock_guard<std::mutex> lock(loopMu_);
+    loopThread_ = pthread_self();
+    looping_ = true;
+  }
   int rc = fuse_session_loop_mt(session_, cfg);
+  {
+    std::lock_guard<std::mutex> lock(loopMu_);  // no signal from here on: the handlers go
+    looping_ = false;
+  }
   fuse_loop_cfg_destroy(cfg);
   fuse_remove_signal_handlers(session_);
   if (config_.supervised) {

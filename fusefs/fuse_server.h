@@ -10,6 +10,8 @@
 // Thread-safety: callbacks run on the session's worker threads concurrently.
 #pragma once
 
+#include <pthread.h>
+
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
@@ -65,6 +67,11 @@ class FuseServer {
   // Serves until unmounted or a signal (SIGTERM, SIGINT, SIGHUP) arrives;
   // when supervised, SIGUSR2 also ends it, with restartRequested() set.
   int loop();
+  // Ends loop() from another thread the way SIGTERM does (`restart`: as
+  // SIGUSR2 does, restartRequested() set): the session exits and the loop's
+  // thread, asleep until a request or a signal, gets the signal. Before
+  // loop(), it makes loop() return at once.
+  void requestStop(bool restart);
   void unmount();
   int fuseFd() const { return session_ != nullptr ? fuse_session_fd(session_) : -1; }
   const std::string& initMessage() const { return initMessage_; }
@@ -116,6 +123,10 @@ class FuseServer {
   prefetch::Prefetcher* prefetcher_;
   fuse_session* session_ = nullptr;
   bool mounted_ = false;
+  std::mutex loopMu_;  // guards looping_ and loopThread_: a signal only while loop() serves
+  bool looping_ = false;
+  pthread_t loopThread_{};
+  std::atomic<bool> restart_{false};
   bool noOpenSupport_ = false;
   bool noOpendirSupport_ = false;
   bool initDone_ = false;                  // onInit ran

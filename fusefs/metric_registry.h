@@ -16,7 +16,7 @@
 //   - a histogram: its JSON value is a summary (quantiles) and its buckets
 //     feed the Prometheus `_bucket`/`_count` series;
 //   - an info entry with a family: exported as a gauge of 1 labelled with the
-//     value (`epochfs_info{version="0.1.0"} 1`), the Prometheus info idiom.
+//     value (`epochfs_info{version="X.Y.Z"} 1`), the Prometheus info idiom.
 //
 // add() refuses a path declared twice, a path inside another's value, a family
 // declared with another kind or help, a sample (family + labels) twice, a

@@ -6,7 +6,6 @@
 #include "cache/disk_tier.h"
 #include "fusefs/admin_paths.h"
 #include "fusefs/admin_protocol.h"
-#include "fusefs/memory_limit.h"
 #include "fusefs/mount_metrics.h"
 #include "fusefs/plan_builder.h"
 
@@ -19,8 +18,8 @@ namespace {}  // namespace
 
 AdminCommands::AdminCommands(const MountState& mount)
     : m_(mount),
-      auth_(mount.ns, geteuid(), mount.options.adminGid),
-      cacheCommands_(mount.ns, mount.cache, mount.ram, auth_, mount.options.maxPlanEntries),
+      auth_(mount.ns, geteuid(), mount.config.adminGid),
+      cacheCommands_(mount.ns, mount.cache, mount.ram, auth_, mount.config.maxPlanEntries),
       refresher_(mount.ns, mount.cache, mount.sourceRootFd, 16) {}
 
 Status AdminCommands::registerAll(AdminServer& server) {
@@ -90,7 +89,7 @@ Status AdminCommands::registerAll(AdminServer& server) {
     s.afterReply = [stop = m_.stop] {
       if (stop) stop(false);
     };
-    return json{{"unmounting", m_.options.mountpoint}};
+    return json{{"unmounting", m_.config.mountpoint}};
   });
   registerOrder(server);
   cacheCommands_.registerAll(server);
@@ -149,7 +148,7 @@ void AdminCommands::registerOrder(AdminServer& server) {
     const uint64_t start = req.value("start", uint64_t{0});
     if (rank < 0) throw AdminError::invalid("rank must be >= 0");
     session.state =
-        std::make_shared<PlanBuilder>(m_.ns, epoch, rank, start, m_.options.maxPlanEntries);
+        std::make_shared<PlanBuilder>(m_.ns, epoch, rank, start, m_.config.maxPlanEntries);
     return json::object();
   });
   server.handle(admin::kCmdOrderAppend, [](const json& req, AdminSession& session) {
@@ -214,7 +213,7 @@ json AdminCommands::status() const {
   if (m_.disk != nullptr) {
     tiers["disk"] = {{"used_bytes", m_.disk->usage().bytesUsed},
                      {"capacity_bytes", m_.disk->usage().capacityBytes},
-                     {"dir", m_.options.cacheDir}};
+                     {"dir", m_.config.cacheDir}};
   }
   json plan = nullptr;
   const auto streams = m_.prefetcher.stats();
@@ -238,23 +237,10 @@ json AdminCommands::status() const {
   json out = {
       {"libraries", m_.libraries ? m_.libraries() : json(nullptr)},
       {"pid", getpid()},
-      {"source", m_.options.source},
-      {"mountpoint", m_.options.mountpoint},
+      {"source", m_.config.source},
+      {"mountpoint", m_.config.mountpoint},
       {"members", nullptr},  // declared in cluster mode (declareClusterMetrics)
-      {"options",
-       {{"ram_cache", m_.options.ramCacheBytes},
-        {"cache_dir", m_.options.cacheDir},
-        {"disk_cache", m_.options.diskCacheBytes},
-        {"chunk_size", m_.options.chunkSize},
-        {"prefetch_memory", m_.options.prefetchMemory},
-        {"memory_limit", m_.options.memoryLimitBytes},
-        {"memory_limit_source", m_.options.memoryLimitSource},
-        {"threads", m_.options.threads},
-        {"revalidate", m_.options.revalidateSeconds},
-        {"allow_other", m_.options.allowOther},
-        {"admin_group",
-         m_.options.adminGroup.empty() ? json(nullptr) : json(m_.options.adminGroup)},
-        {"command_line", m_.options.given}}},
+      {"options", m_.config.options},
       {"tiers", tiers},
       {"plan", plan},
       {"admin",
@@ -269,7 +255,7 @@ json AdminCommands::status() const {
 json AdminCommands::stats() const { return metrics_.snapshot("stats"); }
 
 std::string AdminCommands::metricsText() const {
-  return metrics_.prometheus({{"mountpoint", m_.options.mountpoint}});
+  return metrics_.prometheus({{"mountpoint", m_.config.mountpoint}});
 }
 
 }  // namespace epochfs::fusefs

@@ -15,6 +15,8 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 
 #include "cache/chunk_cache.h"
 #include "cache/ram_tier.h"
@@ -23,7 +25,6 @@
 #include "fusefs/cache_commands.h"
 #include "fusefs/dataset_namespace.h"
 #include "fusefs/metric_registry.h"
-#include "fusefs/mount_options.h"
 #include "fusefs/namespace_refresher.h"
 #include "fusefs/plan_registry.h"
 #include "fusefs/version_info.h"
@@ -32,11 +33,30 @@
 
 namespace epochfs::fusefs {
 
-// The parts of a running mount the admin commands read and steer.
+// What the admin side knows of the mount's configuration: a copy made by the
+// daemon at start (the options never change while mounted).
+struct MountConfig {
+  std::string source;
+  std::string mountpoint;
+  std::string cacheDir;  // "" without a disk tier
+  std::optional<gid_t> adminGid;
+  uint64_t maxPlanEntries = 0;
+  // The memory limit and the budgets derived from it (docs/CONFIGURATION.md).
+  uint64_t memoryLimitBytes = 0;
+  std::string memoryLimitSource;
+  uint64_t ramCacheBytes = 0;
+  uint64_t prefetchMemoryBytes = 0;
+  std::string pushPageCache;  // off, on, sentinels
+  nlohmann::json options;     // `status.options`
+};
+
+// The parts of a running mount the admin commands read and steer. The
+// references are to objects the daemon owns and keeps until the admin server
+// has stopped.
 struct MountState {
-  const MountOptions& options;
-  const std::chrono::steady_clock::time_point& startedAt;
-  const double& snapshotSeconds;
+  MountConfig config;
+  std::chrono::steady_clock::time_point startedAt;
+  double snapshotSeconds = 0;
   DatasetNamespace& ns;
   cache::RamTier& ram;
   cache::ChunkStore* disk;  // null without --cache-dir
@@ -50,6 +70,8 @@ struct MountState {
   // The libraries the daemon runs with, for `status` ({"fuse_protocol",
   // "kernel_fuse_protocol", "libfuse", "ucx"}); unset: null.
   std::function<nlohmann::json()> libraries;
+  // The process's resident set size (stats.memory.rss_bytes); unset: 0.
+  std::function<uint64_t()> residentBytes;
 };
 
 class AdminCommands {

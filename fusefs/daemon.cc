@@ -17,6 +17,7 @@
 #include "fusefs/admin_paths.h"
 #include "fusefs/admin_protocol.h"
 #include "fusefs/cluster_metrics.h"
+#include "fusefs/memory_limit.h"
 #include "fusefs/mountinfo_path.h"
 #include "fusefs/plan_builder.h"
 #include "fusefs/supervisor_link.h"
@@ -30,7 +31,39 @@ namespace epochfs::fusefs {
 using cache::Status;
 using nlohmann::json;
 
-namespace {}  // namespace
+namespace {
+
+// The admin side's copy of the options (status.options, the budgets, paths).
+MountConfig adminConfig(const MountOptions& o) {
+  MountConfig c;
+  c.source = o.source;
+  c.mountpoint = o.mountpoint;
+  c.cacheDir = o.cacheDir;
+  c.adminGid = o.adminGid;
+  c.maxPlanEntries = o.maxPlanEntries;
+  c.memoryLimitBytes = o.memoryLimitBytes;
+  c.memoryLimitSource = o.memoryLimitSource;
+  c.ramCacheBytes = o.ramCacheBytes;
+  c.prefetchMemoryBytes = o.prefetchMemory;
+  c.pushPageCache = o.pushPageCache == MountOptions::PushMode::kOpens       ? "on"
+                    : o.pushPageCache == MountOptions::PushMode::kSentinels ? "sentinels"
+                                                                            : "off";
+  c.options = {{"ram_cache", o.ramCacheBytes},
+               {"cache_dir", o.cacheDir},
+               {"disk_cache", o.diskCacheBytes},
+               {"chunk_size", o.chunkSize},
+               {"prefetch_memory", o.prefetchMemory},
+               {"memory_limit", o.memoryLimitBytes},
+               {"memory_limit_source", o.memoryLimitSource},
+               {"threads", o.threads},
+               {"revalidate", o.revalidateSeconds},
+               {"allow_other", o.allowOther},
+               {"admin_group", o.adminGroup.empty() ? json(nullptr) : json(o.adminGroup)},
+               {"command_line", o.given}};
+  return c;
+}
+
+}  // namespace
 
 Status checkMountable(const MountOptions& o) {
   if (access("/dev/fuse", R_OK | W_OK) != 0) {
@@ -347,8 +380,20 @@ Status Daemon::start() {
   });
   if (options_.torchOrder) orderSetup_ = std::thread([this] { setUpTorchOrder(); });
 
-  MountState state{options_, startedAt_,   snapshotSeconds_, *namespace_,       *ram_, disk_.get(),
-                   *cache_,  *prefetcher_, follower_,        source_->rootFd(), {},    {}};
+  MountState state{adminConfig(options_),
+                   startedAt_,
+                   snapshotSeconds_,
+                   *namespace_,
+                   *ram_,
+                   disk_.get(),
+                   *cache_,
+                   *prefetcher_,
+                   follower_,
+                   source_->rootFd(),
+                   {},
+                   {},
+                   {}};
+  state.residentBytes = [] { return currentRssBytes(); };
   state.stop = [this](bool restart) { stop(restart); };
   state.libraries = [this]() -> json {
     const std::string protocol = fuse_ ? fuse_->protocol() : "";

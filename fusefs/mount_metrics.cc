@@ -5,7 +5,6 @@
 
 #include "cache/disk_tier.h"
 #include "fusefs/admin_commands.h"
-#include "fusefs/memory_limit.h"
 #include "fusefs/metric_declarations.h"
 
 namespace epochfs::fusefs {
@@ -168,12 +167,9 @@ void declarePrefetch(Declare& d, const MountState& m) {
   d(
       p + "read_ahead_chunks", kCounter, "chunks", "Chunks read ahead of sequential readers.",
       [&pf] { return pf.readAheadChunks(); }, "epochfs_prefetch_read_ahead_chunks_total");
-  const MountOptions::PushMode push = m.options.pushPageCache;
-  d(p + "push_page_cache", kInfo, "", "--push-page-cache: off, on or sentinels.", [push] {
-    return push == MountOptions::PushMode::kOpens       ? "on"
-           : push == MountOptions::PushMode::kSentinels ? "sentinels"
-                                                        : "off";
-  });
+  const std::string push = m.config.pushPageCache;
+  d(p + "push_page_cache", kInfo, "", "--push-page-cache: off, on or sentinels.",
+    [push] { return push; });
   d(
       p + "pushed_files", kCounter, "files",
       "Prefetched files pushed into the kernel's page cache.", [&pf] { return pf.pushedFiles(); },
@@ -237,7 +233,7 @@ Status declareMountMetrics(MetricRegistry& registry, const MountMetricSources& s
   Declare d(registry);
   const MountState& m = src.mount;
   const NamespaceRefresher& refresher = src.refresher;
-  const auto& startedAt = m.startedAt;
+  const auto startedAt = m.startedAt;
   const DatasetNamespace& ns = m.ns;
 
   // status
@@ -246,7 +242,7 @@ Status declareMountMetrics(MetricRegistry& registry, const MountMetricSources& s
       [] { return AdminCommands::kVersion; }, "epochfs_info");
   d(
       "status.uptime_s", kGauge, "seconds", "Seconds since the mount.",
-      [&startedAt] { return secondsSince(startedAt); }, "epochfs_uptime_seconds");
+      [startedAt] { return secondsSince(startedAt); }, "epochfs_uptime_seconds");
   d(
       "status.dataset.version", kGauge, "",
       "Dataset version (1 at mount, +1 per refresh that found changes).",
@@ -259,9 +255,9 @@ Status declareMountMetrics(MetricRegistry& registry, const MountMetricSources& s
   d(
       "status.dataset.bytes", kGauge, "bytes", "Bytes of regular files in the mount-time snapshot.",
       [&ns] { return ns.totalBytes(); }, "epochfs_dataset_bytes");
-  const double& snapshotSeconds = m.snapshotSeconds;
+  const double snapshotSeconds = m.snapshotSeconds;
   d("status.dataset.snapshot_s", kGauge, "seconds", "Seconds the mount-time snapshot took.",
-    [&snapshotSeconds] { return snapshotSeconds; });
+    [snapshotSeconds] { return snapshotSeconds; });
   d(
       "status.dataset.pending_additions", kGauge, "entries",
       "Entries added to the source that only a remount shows (as of the last refresh).",
@@ -270,7 +266,7 @@ Status declareMountMetrics(MetricRegistry& registry, const MountMetricSources& s
   // stats: FUSE reads
   const cache::CacheStats& st = m.cache.stats();
   d("stats.uptime_s", kGauge, "seconds", "Seconds since the mount.",
-    [&startedAt] { return secondsSince(startedAt); });
+    [startedAt] { return secondsSince(startedAt); });
   d("stats.dataset_version", kGauge, "", "Dataset version (as status.dataset.version).",
     [&refresher] { return refresher.version(); });
   d(
@@ -355,7 +351,7 @@ Status declareMountMetrics(MetricRegistry& registry, const MountMetricSources& s
 
   // stats: memory — the budgets derived from the limit (docs/CONFIGURATION.md)
   // next to what the process holds now.
-  const MountOptions& o = m.options;
+  const MountConfig& o = m.config;
   d(
       "stats.memory.limit_bytes", kGauge, "bytes",
       "The memory limit the defaults derive from (cgroup limit or MemTotal).",
@@ -365,10 +361,10 @@ Status declareMountMetrics(MetricRegistry& registry, const MountMetricSources& s
   d("stats.memory.ram_cache_bytes", kGauge, "bytes", "The RAM tier's budget.",
     [&o] { return o.ramCacheBytes; });
   d("stats.memory.prefetch_memory_bytes", kGauge, "bytes", "The prefetch in-flight budget.",
-    [&o] { return o.prefetchMemory; });
+    [&o] { return o.prefetchMemoryBytes; });
   d(
       "stats.memory.rss_bytes", kGauge, "bytes", "The daemon's resident set size.",
-      [] { return currentRssBytes(); }, "epochfs_resident_bytes");
+      [rss = m.residentBytes] { return rss ? rss() : uint64_t{0}; }, "epochfs_resident_bytes");
   const cache::ChunkCache& cache = m.cache;
   d("stats.memory.inflight_fetches", kGauge, "fetches", "Chunk fetches in progress.",
     [&cache] { return cache.inflightFetches(); });

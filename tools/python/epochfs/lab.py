@@ -256,7 +256,7 @@ class Lab:
             time.sleep(0.2)
 
     def daemon_pids(self, node):
-        return lab_node.daemon_pids(node, self.epochfs)
+        return lab_node.daemon_pids(node)
 
     # ---- status -----------------------------------------------------------------------------
 

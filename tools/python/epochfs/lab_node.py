@@ -127,36 +127,37 @@ def start_daemon(lab_doc, node, epochfs, options, timeout=120):
             ("\n  log: " + "\n  log: ".join(tail)) if tail else ""))
 
 
-def _exe(pid):
+def _cmdline(pid):
     try:
-        return os.path.realpath("/proc/%d/exe" % pid)
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
     except OSError:
-        return None
+        return []
 
 
-def _is_worker(pid):
+def _is_worker(pid, argv):
     """A worker started by a supervisor carries the supervisor's channel in its environment;
     with --no-supervisor the one process is the worker."""
     try:
         with open("/proc/%d/environ" % pid, "rb") as f:
             if b"EPOCHFS_SUPERVISOR_FD=" in f.read():
                 return True
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            return b"--no-supervisor" in f.read().split(b"\0")
     except OSError:
         return False
+    return "--no-supervisor" in argv
 
 
-def daemon_pids(node, epochfs):
-    """(supervisor pid or None, worker pid or None) of the node's epochfs, found among the
-    processes of the binary in the node's cgroup."""
-    binary = os.path.realpath(epochfs)
+def daemon_pids(node):
+    """(supervisor pid or None, worker pid or None) of the node's epochfs: the processes in the
+    node's cgroup whose command is epochfs serving the node's mountpoint (by command line, not
+    by /proc/PID/exe, which reads "(deleted)" once the binary was rebuilt under them)."""
     procs = read_text(os.path.join(node["cgroups"][0], "cgroup.procs")) or ""
     supervisor = worker = None
     for pid in map(int, procs.split()):
-        if _exe(pid) != binary:
+        argv = _cmdline(pid)
+        if not argv or os.path.basename(argv[0]) != "epochfs" or node["mountpoint"] not in argv:
             continue
-        if _is_worker(pid):
+        if _is_worker(pid, argv):
             worker = pid
         else:
             supervisor = pid

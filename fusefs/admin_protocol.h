@@ -29,7 +29,7 @@ inline constexpr const char* kCmdStatus = "status";    // version, pid, source, 
 inline constexpr const char* kCmdStats = "stats";      // counters (docs/METRICS.md)
 inline constexpr const char* kCmdMetrics = "metrics";  // {text}: Prometheus exposition
 // schema -> {metrics: [{path, kind, unit, help, family, labels, row_label}...]}:
-// every declared counter (fusefs/metric_registry.h), for clients to render.
+// every declared counter (fusefs/admin/metric_registry.h), for clients to render.
 inline constexpr const char* kCmdSchema = "schema";
 inline constexpr const char* kCmdPeers = "peers";  // cluster members and their counters
 // placement {start, count} -> a page of [path, owner node] (the sampler's map).

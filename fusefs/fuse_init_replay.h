@@ -1,5 +1,5 @@
 // FuseInitReplay: the FUSE_INIT handshake of a worker under the supervisor
-// (fusefs/supervisor.h). The first worker keeps the kernel's FUSE_INIT message
+// (fusefs/daemon/supervisor.h). The first worker keeps the kernel's FUSE_INIT message
 // while libfuse answers it; a restarted worker feeds the same message to its
 // own libfuse session (so libfuse negotiates the same connection) under a
 // request id the kernel does not know, which makes the kernel drop the reply,

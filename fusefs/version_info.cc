@@ -10,6 +10,8 @@
 
 namespace epochfs::fusefs {
 
+std::string libfuseVersion() { return fuse_pkgversion(); }
+
 std::string versionText() {
   std::string text = std::string("epochfs ") + kEpochfsVersion + "\n";
   text += std::string("libfuse ") + fuse_pkgversion();

@@ -10,5 +10,7 @@ namespace epochfs::fusefs {
 inline constexpr const char* kEpochfsVersion = EPOCHFS_VERSION;
 
 std::string versionText();
+// The libfuse the process runs with ("3.14.0").
+std::string libfuseVersion();
 
 }  // namespace epochfs::fusefs

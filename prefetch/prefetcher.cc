@@ -5,28 +5,21 @@
 #include <algorithm>
 #include <chrono>
 
+#include "cache/steady_clock.h"
+
 namespace epochfs::prefetch {
-
-namespace {
-
-int64_t nowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 Prefetcher::Prefetcher(const PrefetchOptions& options, cache::ChunkCache& cache)
     : options_(options),
       cache_(cache),
       tracker_(options.deviationReads),
-      position_(PositionSource::make(options.position, options.sentinelEvery, tracker_,
-                                     {[this](PlanStream& s, uint32_t pos) { consume(s, pos); },
-                                      [this](uint64_t fileId) {
-                                        if (observer_) observer_(fileId);
-                                      },
-                                      [this] { expire("readers left the plan"); }, nowNs})),
+      position_(
+          PositionSource::make(options.position, options.sentinelEvery, tracker_,
+                               {[this](PlanStream& s, uint32_t pos) { consume(s, pos); },
+                                [this](uint64_t fileId) {
+                                  if (observer_) observer_(fileId);
+                                },
+                                [this] { expire("readers left the plan"); }, cache::steadyNowNs})),
       budget_(options.memoryBytes),
       window_({options.windowFiles, options.maxLeadBytes}, cache, budget_,
               [this](FetchTask t) { workers_->enqueue(std::move(t)); }),
@@ -48,7 +41,7 @@ Prefetcher::~Prefetcher() {
 }
 
 void Prefetcher::setPlan(std::shared_ptr<const AccessPlan> plan) {
-  auto stream = tracker_.set(std::move(plan), nowNs());
+  auto stream = tracker_.set(std::move(plan), cache::steadyNowNs());
   spdlog::info("prefetch: plan for rank {} epoch {}: {} entries from position {}",
                stream->plan().rank(), stream->plan().epoch(), stream->plan().size(),
                stream->plan().start());
@@ -101,7 +94,7 @@ void Prefetcher::schedulerLoop() {
       schedCv_.wait_for(lock, std::chrono::milliseconds(20));
     }
     auto all = tracker_.streams();
-    const int64_t now = nowNs();
+    const int64_t now = cache::steadyNowNs();
     for (const auto& s : *all) {
       if (s->expired()) continue;
       s->updateRate(now);

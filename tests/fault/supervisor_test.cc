@@ -1,4 +1,4 @@
-// RELIABILITY.md case 9: a daemon killed under load (fusefs/supervisor.h), label
+// RELIABILITY.md case 9: a daemon killed under load (fusefs/daemon/supervisor.h), label
 // `fault`. Real mounts through tests/integration/mount_fixture.h; TearDown
 // unmounts everything under the test's temp dir. Each test states its pass
 // criterion above it.

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "fusefs/admin_paths.h"
+#include "fusefs/admin/admin_paths.h"
 
 namespace fusefs = epochfs::fusefs;
 

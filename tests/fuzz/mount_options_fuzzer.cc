@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "fusefs/mount_options.h"
+#include "fusefs/daemon/mount_options.h"
 
 namespace fusefs = epochfs::fusefs;
 

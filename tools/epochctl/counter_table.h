@@ -1,5 +1,5 @@
 // CounterTable: `epochctl stats`' counters rendered from the daemon's own
-// declarations (the `schema` reply, fusefs/metric_registry.h), so a counter
+// declarations (the `schema` reply, fusefs/admin/metric_registry.h), so a counter
 // the daemon adds shows here without a change to epochctl — also for an
 // older epochctl talking to a newer daemon after `epochctl upgrade`.
 #pragma once

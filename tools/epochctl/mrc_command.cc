@@ -215,7 +215,13 @@ json runMrc(CtlClient& client, const MrcOptions& o) {
   }
   const unsigned epochs =
       o.epochs ? o.epochs : std::max<unsigned>(2, static_cast<unsigned>(orders.size()));
-  MrcModel model(chunkSize, files.sizes());
+  // The RAM tier's constants as this daemon has them (absent: an older one).
+  RamTierShape shape;
+  const json tier = info.value("ram_tier", json::object());
+  shape.maxShards = tier.value("max_shards", shape.maxShards);
+  shape.minShardBytes = tier.value("min_shard_bytes", shape.minShardBytes);
+  shape.victimScan = tier.value("victim_scan", shape.victimScan);
+  MrcModel model(chunkSize, files.sizes(), shape);
   size_t entries = 0;
   for (unsigned e = 0; e < epochs; ++e) {
     if (e < orders.size()) {
@@ -241,7 +247,7 @@ json runMrc(CtlClient& client, const MrcOptions& o) {
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   // Sharded sizes use the mount's own partition of chunks into shards.
   std::string partition = "unsharded";
-  if (!sizes.empty() && MrcModel::shardsFor(sizes.back()) > 1) {
+  if (!sizes.empty() && model.shardsFor(sizes.back()) > 1) {
     partition = loadMountShards(client, files, model) ? "mount" : "model_hash";
   }
   json points = json::array();

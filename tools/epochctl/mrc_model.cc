@@ -35,8 +35,8 @@ class Fenwick {
 
 }  // namespace
 
-MrcModel::MrcModel(uint32_t chunkSize, std::vector<uint64_t> fileSizes)
-    : chunkSize_(chunkSize), fileSizes_(std::move(fileSizes)) {
+MrcModel::MrcModel(uint32_t chunkSize, std::vector<uint64_t> fileSizes, RamTierShape shape)
+    : shape_(shape), chunkSize_(chunkSize), fileSizes_(std::move(fileSizes)) {
   if (chunkSize_ == 0) throw std::invalid_argument("chunk size 0");
   uint64_t items = 0;
   for (uint32_t f = 0; f < fileSizes_.size(); ++f) {
@@ -52,9 +52,9 @@ MrcModel::MrcModel(uint32_t chunkSize, std::vector<uint64_t> fileSizes)
   }
 }
 
-unsigned MrcModel::shardsFor(uint64_t capacity) {
+unsigned MrcModel::shardsFor(uint64_t capacity) const {
   unsigned n = 1;
-  while (n < 16 && capacity / (n * 2ull) >= (32ull << 20)) n *= 2;
+  while (n < shape_.maxShards && capacity / (n * 2ull) >= shape_.minShardBytes) n *= 2;
   return n;
 }
 
@@ -163,7 +163,7 @@ MrcModel::Ratios MrcModel::lru(const std::vector<uint64_t>& dist, uint64_t capac
 }
 
 MrcModel::Ratios MrcModel::orderAware(uint64_t capacity, unsigned shards) const {
-  constexpr int kVictimScan = 64;  // RamTier::kVictimScan
+  const int kVictimScan = shape_.victimScan;
   const uint32_t items = static_cast<uint32_t>(itemBytes_.size());
   // A doubly linked LRU list per shard; node items+s is shard s's sentinel
   // (next: most recent, prev: coldest).

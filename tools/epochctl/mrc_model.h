@@ -33,6 +33,15 @@
 
 namespace epochfs::ctl {
 
+// The RAM tier's own constants, as the daemon's `plans` reply gives them
+// (`ram_tier`; cache/ram_tier.h); the defaults are what a daemon without
+// that field runs with.
+struct RamTierShape {
+  unsigned maxShards = 16;
+  uint64_t minShardBytes = 32ull << 20;
+  int victimScan = 64;
+};
+
 class MrcModel {
  public:
   struct Entry {
@@ -49,7 +58,7 @@ class MrcModel {
     Ratios lru, orderAware, belady;
   };
 
-  MrcModel(uint32_t chunkSize, std::vector<uint64_t> fileSizes);
+  MrcModel(uint32_t chunkSize, std::vector<uint64_t> fileSizes, RamTierShape shape = {});
 
   // Appends one epoch (in read order).
   void addEpoch(const std::vector<Entry>& entries);
@@ -68,11 +77,13 @@ class MrcModel {
   // Bytes of the distinct chunks the trace touches (no cache larger helps).
   uint64_t uniqueBytes() const;
 
-  // RamTier's shard count for a capacity (kMaxShards 16, kMinShardBytes 32 MiB).
-  static unsigned shardsFor(uint64_t capacity);
+  // RamTier's shard count for a capacity: doubling up to maxShards while each
+  // shard keeps minShardBytes.
+  unsigned shardsFor(uint64_t capacity) const;
 
  private:
   static constexpr uint32_t kNever = UINT32_MAX;
+  RamTierShape shape_;
   static constexpr uint8_t kNoShard = 0xff;
 
   uint32_t shardOf(uint32_t item, unsigned shards) const;

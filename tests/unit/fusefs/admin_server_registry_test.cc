@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "fusefs/admin/admin_server.h"
 #include "fusefs/admin_protocol.h"
-#include "fusefs/admin_server.h"
 
 namespace epochfs::fusefs {
 namespace {

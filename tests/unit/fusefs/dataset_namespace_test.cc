@@ -11,7 +11,7 @@
 #include <fstream>
 #include <map>
 
-#include "fusefs/supervisor_link.h"
+#include "fusefs/daemon/supervisor_link.h"
 
 namespace epochfs::fusefs {
 namespace {

@@ -1,7 +1,7 @@
 // fusefs/memory_limit: the effective memory limit from fake /proc and cgroup
 // files (v1, v2, hybrid, nested limits, "max", v1's unlimited value, cgroup
 // namespaces), and the defaults derived from it.
-#include "fusefs/memory_limit.h"
+#include "fusefs/daemon/memory_limit.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

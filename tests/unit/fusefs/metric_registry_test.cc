@@ -1,7 +1,7 @@
 // MetricRegistry: one declaration gives the JSON of a reply, the Prometheus
 // family and epochctl's table (the `schema` reply rendered by CounterTable);
 // a name declared twice, or a family declared two ways, is refused.
-#include "fusefs/metric_registry.h"
+#include "fusefs/admin/metric_registry.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,58 @@
+// MetricDeclarations: a compact way to declare many values on a
+// MetricRegistry (mount_metrics.cc, cluster_metrics.cc): each call adds one,
+// the first refusal is kept and later calls do nothing, status() says it.
+// Thread-safety: as MetricRegistry::add (before the admin server starts).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cache/status.h"
+#include "fusefs/admin/metric_registry.h"
+
+namespace epochfs::fusefs {
+
+class MetricDeclarations {
+ public:
+  using Labels = std::vector<std::pair<std::string, std::string>>;
+
+  explicit MetricDeclarations(MetricRegistry& r) : r_(r) {}
+  // `family` "" keeps the value JSON only.
+  void operator()(std::string path, MetricKind kind, std::string unit, std::string help,
+                  MetricRegistry::Value value, std::string family = "", Labels labels = {}) {
+    if (status_.isOk())
+      status_ = r_.add(spec(std::move(path), kind, std::move(unit), std::move(help),
+                            std::move(family), std::move(labels)),
+                       std::move(value));
+  }
+  void column(std::string path, MetricKind kind, std::string unit, std::string help,
+              std::string family, std::string rowLabel) {
+    MetricSpec s = spec(std::move(path), kind, std::move(unit), std::move(help), std::move(family));
+    s.rowLabel = std::move(rowLabel);
+    if (status_.isOk()) status_ = r_.addColumn(std::move(s));
+  }
+  void histogram(MetricSpec s, MetricRegistry::Value summary, MetricRegistry::Buckets buckets) {
+    if (status_.isOk())
+      status_ = r_.addHistogram(std::move(s), std::move(summary), std::move(buckets));
+  }
+  cache::Status status() const { return status_; }
+
+  static MetricSpec spec(std::string path, MetricKind kind, std::string unit, std::string help,
+                         std::string family = "", Labels labels = {}) {
+    MetricSpec s;
+    s.path = std::move(path);
+    s.kind = kind;
+    s.unit = std::move(unit);
+    s.help = std::move(help);
+    s.family = std::move(family);
+    s.labels = std::move(labels);
+    return s;
+  }
+
+ private:
+  MetricRegistry& r_;
+  cache::Status status_ = cache::Status::ok();
+};
+
+}  // namespace epochfs::fusefs

@@ -1,0 +1,143 @@
+#include "fusefs/admin/namespace_refresher.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+namespace epochfs::fusefs {
+
+using Ino = DatasetNamespace::Ino;
+
+NamespaceRefresher::NamespaceRefresher(DatasetNamespace& live, cache::ChunkCache& cache,
+                                       int sourceRootFd, unsigned threads)
+    : live_(live), cache_(cache), rootFd_(sourceRootFd), threads_(threads) {}
+
+void NamespaceRefresher::list(std::vector<std::string>& v, const std::string& path,
+                              RefreshReport& r) {
+  if (v.size() < kMaxListed) {
+    v.push_back(path);
+  } else {
+    r.truncated = true;
+  }
+}
+
+uint64_t NamespaceRefresher::subtreeSize(const DatasetNamespace& ns, Ino ino) {
+  uint64_t n = 0;
+  std::vector<Ino> stack = {ino};
+  while (!stack.empty()) {
+    const Ino cur = stack.back();
+    stack.pop_back();
+    if (ns.attr(cur).gone) continue;
+    ++n;
+    if (S_ISDIR(ns.attr(cur).mode)) {
+      for (uint32_t c : ns.children(cur)) stack.push_back(c);
+    }
+  }
+  return n;
+}
+
+void NamespaceRefresher::markGone(Ino ino, RefreshReport& r) {
+  std::vector<Ino> stack = {ino};
+  while (!stack.empty()) {
+    const Ino cur = stack.back();
+    stack.pop_back();
+    NodeAttr a = live_.attr(cur);
+    if (a.gone) continue;
+    if (S_ISREG(a.mode)) {
+      cache_.invalidate(live_.identity(cur));
+      ++r.invalidatedFiles;
+    }
+    a.gone = true;
+    live_.setAttr(cur, a);
+    ++r.removed;
+    if (S_ISDIR(a.mode)) {
+      for (uint32_t c : live_.children(cur)) stack.push_back(c);
+    }
+  }
+}
+
+void NamespaceRefresher::compareDirs(const DatasetNamespace& fresh, Ino oldDir, Ino newDir,
+                                     RefreshReport& r) {
+  const auto& olds = live_.children(oldDir);
+  const auto& news = fresh.children(newDir);
+  size_t i = 0, j = 0;
+  while (i < olds.size() || j < news.size()) {
+    const int cmp = i == olds.size()   ? 1
+                    : j == news.size() ? -1
+                                       : live_.name(olds[i]).compare(fresh.name(news[j]));
+    if (cmp < 0) {  // only in the live tree: removed from the source
+      const Ino o = olds[i++];
+      if (!live_.attr(o).gone) {
+        list(r.removedPaths, live_.path(o), r);
+        markGone(o, r);
+      }
+      continue;
+    }
+    if (cmp > 0) {  // only in the source: added
+      const Ino n = news[j++];
+      r.added += subtreeSize(fresh, n);
+      list(r.addedPaths, fresh.path(n), r);
+      continue;
+    }
+    const Ino o = olds[i++], n = news[j++];
+    const NodeAttr oa = live_.attr(o);
+    const NodeAttr na = fresh.attr(n);
+    const bool sameType = (oa.mode & S_IFMT) == (na.mode & S_IFMT) &&
+                          (!S_ISLNK(na.mode) || live_.symlinkTarget(o) == fresh.symlinkTarget(n));
+    if (!sameType) {  // replaced by another kind of entry: the old one is gone
+      if (!oa.gone) {
+        list(r.removedPaths, live_.path(o), r);
+        markGone(o, r);
+      }
+      r.added += subtreeSize(fresh, n);
+      list(r.addedPaths, fresh.path(n), r);
+      continue;
+    }
+    const bool content = oa.size != na.size || oa.mtimeNs != na.mtimeNs ||
+                         oa.ctimeNs != na.ctimeNs || oa.sourceIno != na.sourceIno;
+    const bool access = oa.mode != na.mode || oa.uid != na.uid || oa.gid != na.gid;
+    if (oa.gone || content || access) {
+      if (S_ISREG(oa.mode) && !oa.gone && content) {
+        cache_.invalidate(live_.identity(o));
+        ++r.invalidatedFiles;
+      }
+      live_.setAttr(o, na);  // na.gone is false
+      // A directory's times change with its entries: only its own mode/owner
+      // (or its return) counts as a change.
+      if (!S_ISDIR(na.mode) || access || oa.gone) {
+        ++r.changed;
+        list(r.changedPaths, live_.path(o), r);
+      }
+    }
+    if (S_ISDIR(na.mode)) compareDirs(fresh, o, n, r);
+  }
+}
+
+cache::Result<RefreshReport> NamespaceRefresher::refresh() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto fresh = DatasetNamespace::snapshot(rootFd_, threads_);
+  if (!fresh.isOk()) return fresh.status();
+  RefreshReport r;
+  // The root itself: only its attributes can change.
+  const NodeAttr oa = live_.attr(DatasetNamespace::kRootIno);
+  const NodeAttr na = fresh->attr(DatasetNamespace::kRootIno);
+  if (oa.mode != na.mode || oa.uid != na.uid || oa.gid != na.gid) {
+    ++r.changed;
+    list(r.changedPaths, ".", r);
+  }
+  live_.setAttr(DatasetNamespace::kRootIno, na);
+  compareDirs(*fresh, DatasetNamespace::kRootIno, DatasetNamespace::kRootIno, r);
+  // A new version when something changed since the last refresh (additions
+  // stay pending until a remount, so only a different count is news).
+  if (r.removed + r.changed > 0 || r.added != pending_.load()) version_.fetch_add(1);
+  refreshes_.fetch_add(1);
+  pending_.store(r.added);
+  r.version = version_.load();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  spdlog::info("refresh: version {}: {} added (remount to see them), {} removed, {} changed",
+               r.version, r.added, r.removed, r.changed);
+  return r;
+}
+
+}  // namespace epochfs::fusefs

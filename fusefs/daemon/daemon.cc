@@ -1,0 +1,393 @@
+#include "fusefs/daemon/daemon.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cache/delayed_source.h"
+#include "cache/disk_tier.h"
+#include "cache/ram_tier.h"
+#include "fusefs/admin/admin_paths.h"
+#include "fusefs/admin/plan_builder.h"
+#include "fusefs/admin_protocol.h"
+#include "fusefs/daemon/memory_limit.h"
+#include "fusefs/daemon/mount_table.h"
+#include "fusefs/daemon/supervisor_link.h"
+#include "fusefs/version_info.h"
+#include "prefetch/image_folder_samples.h"
+#include "transport/membership.h"
+#include "transport/peer_auth.h"
+#include "transport/ucx_version.h"
+
+namespace epochfs::fusefs {
+
+using cache::Status;
+using nlohmann::json;
+
+namespace {
+
+// The admin side's copy of the options (status.options, the budgets, paths).
+MountConfig adminConfig(const MountOptions& o) {
+  MountConfig c;
+  c.source = o.source;
+  c.mountpoint = o.mountpoint;
+  c.cacheDir = o.cacheDir;
+  c.adminGid = o.adminGid;
+  c.maxPlanEntries = o.maxPlanEntries;
+  c.memoryLimitBytes = o.memoryLimitBytes;
+  c.memoryLimitSource = o.memoryLimitSource;
+  c.ramCacheBytes = o.ramCacheBytes;
+  c.prefetchMemoryBytes = o.prefetchMemory;
+  c.pushPageCache = o.pushPageCache == MountOptions::PushMode::kOpens       ? "on"
+                    : o.pushPageCache == MountOptions::PushMode::kSentinels ? "sentinels"
+                                                                            : "off";
+  c.options = {{"ram_cache", o.ramCacheBytes},
+               {"cache_dir", o.cacheDir},
+               {"disk_cache", o.diskCacheBytes},
+               {"chunk_size", o.chunkSize},
+               {"prefetch_memory", o.prefetchMemory},
+               {"memory_limit", o.memoryLimitBytes},
+               {"memory_limit_source", o.memoryLimitSource},
+               {"threads", o.threads},
+               {"revalidate", o.revalidateSeconds},
+               {"allow_other", o.allowOther},
+               {"admin_group", o.adminGroup.empty() ? json(nullptr) : json(o.adminGroup)},
+               {"command_line", o.given}};
+  return c;
+}
+
+}  // namespace
+
+Status checkMountable(const MountOptions& o) {
+  if (access("/dev/fuse", R_OK | W_OK) != 0) {
+    return Status::unavailable("/dev/fuse is not available (is the fuse module loaded?)");
+  }
+  for (const MountEntry& m : MountTable::read()) {
+    if (m.mountPoint == o.mountpoint) {
+      return Status::unavailable("mountpoint " + o.mountpoint + " is already mounted");
+    }
+  }
+  if (!o.nonempty) {
+    DIR* d = opendir(o.mountpoint.c_str());
+    if (d == nullptr) return Status::fromErrno(errno, "cannot open mountpoint " + o.mountpoint);
+    bool empty = true;
+    while (struct dirent* de = readdir(d)) {
+      if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) empty = false;
+    }
+    closedir(d);
+    if (!empty) {
+      return Status::invalidArgument("mountpoint " + o.mountpoint +
+                                     " is not empty (use -o nonempty to mount over it)");
+    }
+  }
+  return Status::ok();
+}
+
+Daemon::Daemon(MountOptions options) : options_(std::move(options)) {}
+
+Daemon::~Daemon() {
+  if (metricsHttp_) metricsHttp_->stop();
+  admin_.stop();
+  if (orderSetup_.joinable()) orderSetup_.join();
+  if (pusher_) pusher_->close();  // no notification on a session about to go
+  mounted_.store(nullptr);
+  fuse_.reset();  // unmounts if still mounted
+  // Before the prefetcher goes: its serve threads use cache_ and filesById_,
+  // and their RamTier::insert() may be reading the prefetcher as the advisor
+  // (setAdvisor(nullptr) does not wait for an insert in progress; TSan).
+  if (ram_) ram_->setOwnership(nullptr);  // every chunk counts as owned from here
+  cluster_.reset();
+  follower_.store(nullptr);
+  followerOwner_.reset();
+  if (ram_) ram_->setAdvisor(nullptr);
+  prefetcher_.reset();
+}
+
+void Daemon::setUpTorchOrder() {
+  auto listed = prefetch::listImageFolderSamples(options_.source);
+  if (!listed.isOk()) {
+    spdlog::error("--order torch-distributed: {}", listed.status().message());
+    return;
+  }
+  // ImageFolder's paths may pass through symlinks; plans name the real file.
+  std::vector<std::optional<prefetch::PlanEntry>> samples;
+  samples.reserve(listed->samples.size());
+  size_t unresolved = 0;
+  for (const auto& s : listed->samples) {
+    auto ino = resolveAdminPath(*namespace_, s.relPath);
+    if (!ino.isOk()) {
+      char* real = realpath((options_.source + "/" + s.relPath).c_str(), nullptr);
+      const std::string prefix = options_.source + "/";
+      if (real != nullptr && std::string(real).rfind(prefix, 0) == 0) {
+        ino = resolveAdminPath(*namespace_, std::string(real).substr(prefix.size()));
+      }
+      free(real);
+    }
+    if (!ino.isOk() || !S_ISREG(namespace_->attr(*ino).mode)) {
+      samples.emplace_back();
+      ++unresolved;
+      continue;
+    }
+    prefetch::PlanEntry e;
+    e.relPath = namespace_->path(*ino);
+    e.identity = namespace_->identity(*ino);
+    e.length = e.identity.size;
+    samples.emplace_back(std::move(e));
+  }
+  spdlog::info("--order torch-distributed: {} samples in {} classes ({} not cacheable)",
+               samples.size(), listed->classes.size(), unresolved);
+  followerOwner_ = std::make_unique<prefetch::TorchOrderFollower>(options_.torchOrderSpec,
+                                                                  std::move(samples), *prefetcher_);
+  follower_.store(followerOwner_.get(), std::memory_order_release);
+}
+
+Status Daemon::openTiers() {
+  // In a cluster, guests (other nodes' chunks, peer prefetch) get the room the
+  // own share leaves free plus the prefetch memory (cache/ram_tier.h).
+  ram_ = std::make_unique<cache::RamTier>(options_.ramCacheBytes,
+                                          options_.clustered() ? options_.prefetchMemory : 0);
+  if (options_.cacheDir.empty()) return Status::ok();
+  char sub[64];
+  snprintf(sub, sizeof sub, "/epochfs-%016llx", static_cast<unsigned long long>(datasetId_));
+  cache::DiskTierOptions d;
+  d.dir = options_.cacheDir + sub;
+  d.capacityBytes = options_.diskCacheBytes;
+  d.datasetId = datasetId_;
+  d.faults = cache::DiskFaults::fromEnvironment();  // test-only fault hook (unset: none)
+  auto disk = cache::DiskTier::open(d);
+  if (!disk.isOk()) return disk.status();
+  disk_ = std::move(disk).value();
+  return Status::ok();
+}
+
+Status Daemon::startCluster() {
+  if (!options_.clustered()) return Status::ok();
+  transport::MembershipSpec spec;
+  spec.peers = options_.clusterPeers;
+  spec.hostfile = options_.clusterHostfile;
+  spec.slurm = options_.clusterSlurm;
+  spec.listen = options_.clusterListen;
+  if (options_.clusterNodeId >= 0) spec.nodeId = static_cast<uint32_t>(options_.clusterNodeId);
+  spec.defaultPort = options_.clusterPort;
+  auto mb = transport::resolveMembership(spec);
+  if (!mb.isOk()) return mb.status();
+  auto secret = transport::loadSecretFile(options_.secretFile);
+  if (!secret.isOk()) return secret.status();
+  transport::ClusterConfig cc;
+  cc.members = mb->members;
+  cc.selfId = mb->selfId;
+  cc.listenHost = mb->listenHost;
+  cc.listenPort = mb->listenPort;
+  cc.replicas = options_.replicas;
+  cc.deadline = std::chrono::milliseconds(options_.peerTimeoutMs);
+  cc.secret = std::move(secret).value();
+  cc.macPayloads = options_.peerMac;
+  cc.capacityBytes = options_.ramCacheBytes + (disk_ ? options_.diskCacheBytes : 0);
+  // TEST-ONLY fault hook (transport/peer_fault.h): corrupt the chunks served to peers.
+  auto fault = transport::peerFaultFromEnv();
+  if (!fault.isOk()) return fault.status();
+  cc.fault = *fault;
+  // Peers can name only files of this snapshot, by id, at the version they hold.
+  // Placement bounds each node's share by its capacity over the same list of
+  // files on every node (transport/placement_table.h).
+  for (DatasetNamespace::Ino ino = 1; ino <= namespace_->nodeCount(); ++ino) {
+    if (!S_ISREG(namespace_->attr(ino).mode)) continue;
+    filesById_.emplace(namespace_->fileId(ino), ino);
+    cc.files.push_back({namespace_->fileId(ino), namespace_->attr(ino).size});
+  }
+  // Chunks change class in place when the live set (and so placement) changes.
+  cc.onPlacementChange = [this] {
+    const uint64_t changed = ram_->reclassify();
+    if (changed > 0)
+      spdlog::info("cluster: placement changed; {} RAM chunks changed class", changed);
+  };
+  auto serve = [this](const cache::FileIdentity& id,
+                      uint32_t index) -> cache::Result<cache::ChunkRef> {
+    auto it = filesById_.find(id.fileId);
+    if (it == filesById_.end()) return Status::notFound("no such file in this dataset");
+    if (!(namespace_->identity(it->second) == id)) return Status::stale("another version");
+    return cache_->getForPeer(namespace_->path(it->second), id, index);
+  };
+  auto cluster = transport::Cluster::start(cc, serve);
+  if (!cluster.isOk()) return cluster.status();
+  cluster_ = std::move(cluster).value();
+  cache_->setPeers(cluster_.get());
+  // Owned and guest chunks of the RAM tier follow the cluster's placement.
+  ram_->setOwnership(cluster_.get());
+  ram_->reclassify();  // what peers' requests put in before the view was set
+  return Status::ok();
+}
+
+Status Daemon::start() {
+  startedAt_ = std::chrono::steady_clock::now();
+  datasetId_ = cache::datasetIdForPath(options_.source);
+  auto src = cache::PosixSource::open(options_.source);
+  if (!src.isOk()) return src.status();
+  source_ = std::move(src).value();
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto ns = DatasetNamespace::snapshot(source_->rootFd(), 16);
+  if (!ns.isOk()) return ns.status();
+  namespace_ = std::make_unique<DatasetNamespace>(std::move(ns).value());
+  snapshotSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (supervision_ && !supervision_->expectedFingerprint.empty() &&
+      supervision_->expectedFingerprint != namespaceFingerprint()) {
+    // The kernel holds node ids of the first snapshot: another tree would
+    // give them to other files.
+    namespaceChanged_ = true;
+    return Status::stale(
+        "the source changed since it was mounted: a new daemon "
+        "cannot resume this mount");
+  }
+  spdlog::info("snapshot: {} files, {} dirs, {} bytes in {:.2f}s", namespace_->fileCount(),
+               namespace_->dirCount(), namespace_->totalBytes(), snapshotSeconds_);
+
+  Status s = openTiers();
+  if (!s.isOk()) return s;
+  cache::ChunkCache::Options co;
+  co.datasetId = datasetId_;
+  co.chunkSize = options_.chunkSize;
+  cache::Source* reads = source_.get();
+  if (options_.injectSourceLatencyMs > 0) {
+    delayed_ = std::make_unique<cache::DelayedSource>(
+        *source_, std::chrono::milliseconds(options_.injectSourceLatencyMs));
+    reads = delayed_.get();
+  }
+  cache_ = std::make_unique<cache::ChunkCache>(co, *reads, *ram_, disk_.get());
+  s = startCluster();
+  if (!s.isOk()) return s;
+
+  std::string socketPath = options_.adminSocket;
+  if (socketPath.empty()) {
+    auto p = AdminServer::defaultPath(options_.mountpoint);
+    if (!p.isOk()) return p.status();
+    socketPath = *p;
+  }
+  prefetch::PrefetchOptions po;
+  po.workers = options_.prefetchThreads;
+  po.windowFiles = options_.prefetchWindow;
+  po.memoryBytes = options_.prefetchMemory;
+  // Prefetched, unread data lives in the RAM tier: keep it to 1/16 of it so the
+  // lead never displaces much of what order-aware eviction keeps for later.
+  po.maxLeadBytes = std::max<uint64_t>(options_.ramCacheBytes / 16, options_.chunkSize);
+  // Pushed files are read without the daemon: opens, or the reads of
+  // un-pushed sentinel entries, carry the position (prefetch/position_source.h).
+  po.position = options_.pushPageCache == MountOptions::PushMode::kOpens
+                    ? prefetch::PositionMode::kOpens
+                : options_.pushPageCache == MountOptions::PushMode::kSentinels
+                    ? prefetch::PositionMode::kSentinels
+                    : prefetch::PositionMode::kReads;
+  prefetcher_ = std::make_unique<prefetch::Prefetcher>(po, *cache_);
+  ram_->setAdvisor(prefetcher_.get());
+  prefetcher_->setReadObserver([this](uint64_t fileId) {
+    if (auto* f = follower_.load(std::memory_order_acquire)) f->onRead(fileId);
+  });
+  if (options_.torchOrder) orderSetup_ = std::thread([this] { setUpTorchOrder(); });
+
+  MountState state{.config = adminConfig(options_),
+                   .startedAt = startedAt_,
+                   .snapshotSeconds = snapshotSeconds_,
+                   .ns = *namespace_,
+                   .ram = *ram_,
+                   .disk = disk_.get(),
+                   .cache = *cache_,
+                   .prefetcher = *prefetcher_,
+                   .follower = follower_,
+                   .sourceRootFd = source_->rootFd(),
+                   .cluster = cluster_.get(),
+                   .supervised = supervision_.has_value(),
+                   .stop = [this](bool restart) { stop(restart); },
+                   .libraries = [this]() -> json {
+                     FuseServer* f = mounted_.load();
+                     const std::string protocol = f ? f->protocol() : "";
+                     const std::string kernel = f ? f->kernelProtocol() : "";
+                     return {
+                         {"fuse_protocol", protocol.empty() ? json(nullptr) : json(protocol)},
+                         {"kernel_fuse_protocol", kernel.empty() ? json(nullptr) : json(kernel)},
+                         {"libfuse", libfuseVersion()},
+                         {"ucx", transport::ucxVersion()}};
+                   },
+                   .residentBytes = [] { return currentRssBytes(); }};
+  adminCommands_ = std::make_unique<AdminCommands>(state);
+  s = adminCommands_->registerAll(admin_);
+  if (!s.isOk()) return s;
+  s = admin_.start(socketPath);
+  if (!s.isOk()) return s;
+  if (options_.metricsPort >= 0) {
+    metricsHttp_ =
+        std::make_unique<MetricsHttpServer>([this] { return adminCommands_->metricsText(); });
+    s = metricsHttp_->start(static_cast<uint16_t>(options_.metricsPort));
+    if (!s.isOk()) return s;
+    adminCommands_->setMetricsPort(metricsHttp_->port());
+  }
+
+  FuseServer::Config fc;
+  fc.revalidateSeconds = options_.revalidateSeconds;
+  fc.threads = options_.threads;
+  fc.allowOther = options_.allowOther;
+  fc.fsname = "epochfs";
+  fc.adminSocketPath = socketPath;
+  if (supervision_) {
+    fc.supervised = true;
+    fc.adoptFd = supervision_->adoptFd;
+    fc.initMessage = supervision_->initMessage;
+  }
+  fuse_ = std::make_unique<FuseServer>(fc, *namespace_, *cache_, *source_, prefetcher_.get());
+  s = fuse_->mount(options_.mountpoint);
+  if (!s.isOk()) return s;
+  mounted_.store(fuse_.get());
+  if (const int asked = stopRequested_.load()) fuse_->requestStop(asked == 2);
+  if (options_.pushPageCache != MountOptions::PushMode::kOff) {
+    pusher_ = std::make_unique<KernelPagePusher>(*fuse_, *namespace_);
+    prefetcher_->setPagePusher(pusher_.get());
+  }
+  return s;
+}
+
+// Raises the kernel's read-ahead for this mount (its backing_dev_info, named
+// by the mount's device number in /proc/self/mountinfo) to the largest FUSE
+// read, so sequential readers of shards send 1 MiB requests instead of 128 KiB
+// ones. Best effort: needs root.
+static void raiseKernelReadAhead(const std::string& mountpoint) {
+  for (const MountEntry& m : MountTable::read()) {
+    if (m.mountPoint != mountpoint) continue;
+    std::ofstream ra("/sys/class/bdi/" + m.device + "/read_ahead_kb");
+    ra << 1024;
+    if (!ra.flush()) spdlog::debug("cannot raise read_ahead_kb for {}", m.device);
+  }
+}
+
+const std::string& Daemon::initMessage() const {
+  static const std::string none;
+  return fuse_ ? fuse_->initMessage() : none;
+}
+
+std::string Daemon::namespaceFingerprint() const {
+  return namespace_ ? fmt::format("{:016x}", namespace_->fingerprint()) : "";
+}
+
+void Daemon::stop(bool restart) {
+  stopRequested_.store(restart ? 2 : 1);  // before the mount: start() passes it on
+  if (FuseServer* f = mounted_.load()) f->requestStop(restart);
+}
+
+int Daemon::run() {
+  raiseKernelReadAhead(options_.mountpoint);
+  int rc = fuse_->loop();
+  if (metricsHttp_) metricsHttp_->stop();
+  admin_.stop();
+  fuse_->unmount();  // a no-op when supervised: the supervisor owns the mount
+  if (fuse_->restartRequested()) return kWorkerExitRestart;
+  // libfuse reports the signal that ended the loop; SIGTERM/SIGINT/SIGHUP are
+  // a clean unmount.
+  return rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP ? 0 : 1;
+}
+
+}  // namespace epochfs::fusefs

@@ -1,0 +1,101 @@
+// Daemon: the composition root. Owns and wires the concrete objects of one
+// mount (source, namespace snapshot, tiers, chunk cache, FUSE server, admin
+// server) and answers the admin commands from their counters.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "cache/chunk_cache.h"
+#include "cache/chunk_store.h"
+#include "cache/posix_source.h"
+#include "cache/ram_tier.h"
+#include "fusefs/admin/admin_commands.h"
+#include "fusefs/admin/admin_server.h"
+#include "fusefs/admin/metrics_http_server.h"
+#include "fusefs/daemon/mount_options.h"
+#include "fusefs/dataset_namespace.h"
+#include "fusefs/fuse_server.h"
+#include "fusefs/kernel_page_pusher.h"
+#include "prefetch/prefetcher.h"
+#include "prefetch/torch_order_follower.h"
+#include "transport/cluster.h"
+
+namespace epochfs::fusefs {
+
+class Daemon {
+ public:
+  explicit Daemon(MountOptions options);
+  ~Daemon();
+
+  // Running as a supervisor's worker (fusefs/daemon/supervisor.h); set before start().
+  struct Supervision {
+    int adoptFd = -1;                 // a restart: the mount's /dev/fuse descriptor
+    std::string initMessage;          // a restart: the kernel's FUSE_INIT to replay
+    std::string expectedFingerprint;  // a restart: the first worker's namespace
+  };
+  void setSupervision(Supervision s) { supervision_ = std::move(s); }
+
+  // Snapshots the source, opens the tiers, mounts and starts the admin
+  // socket. On success the mount is in place; run() serves it.
+  cache::Status start();
+  // Serves until unmounted or signalled, then unmounts. Returns the exit code.
+  int run();
+  // Ends run() through the normal stop path, as `kill -TERM` does
+  // (`restart`: as the supervisor's SIGUSR2); any thread, any time.
+  void stop(bool restart);
+
+  // After start(), supervised only: what the supervisor keeps of the mount.
+  int fuseFd() const { return fuse_ ? fuse_->fuseFd() : -1; }
+  const std::string& initMessage() const;
+  std::string namespaceFingerprint() const;
+  // start() failed because the source tree is not the one the mount showed.
+  bool namespaceChanged() const { return namespaceChanged_; }
+
+ private:
+  cache::Status openTiers();
+  cache::Status startCluster();
+
+  MountOptions options_;
+  std::optional<Supervision> supervision_;
+  bool namespaceChanged_ = false;
+  std::chrono::steady_clock::time_point startedAt_;
+  uint64_t datasetId_ = 0;
+  double snapshotSeconds_ = 0;
+  std::unique_ptr<cache::PosixSource> source_;
+  std::unique_ptr<cache::Source> delayed_;  // --inject-source-latency (testing)
+  std::unique_ptr<DatasetNamespace> namespace_;
+  std::unique_ptr<cache::RamTier> ram_;
+  std::unique_ptr<cache::ChunkStore> disk_;
+  std::unique_ptr<cache::ChunkCache> cache_;
+  // --peers/--hostfile/--slurm: the other nodes' caches. Declared after
+  // cache_ so it stops (its serve threads use cache_) before cache_ goes.
+  std::unique_ptr<transport::Cluster> cluster_;
+  std::unordered_map<uint64_t, DatasetNamespace::Ino> filesById_;  // what peers may ask for
+  // --push-page-cache: outlives prefetcher_ (closed before fuse_ goes).
+  std::unique_ptr<KernelPagePusher> pusher_;
+  std::unique_ptr<prefetch::Prefetcher> prefetcher_;
+  std::unique_ptr<FuseServer> fuse_;
+  std::atomic<FuseServer*> mounted_{nullptr};  // fuse_ once mounted, for stop() from admin threads
+  std::atomic<int> stopRequested_{0};          // 1: stop, 2: restart (stop() before the mount)
+  // Zero-change mode: built in the background after the mount.
+  void setUpTorchOrder();
+  std::unique_ptr<prefetch::TorchOrderFollower> followerOwner_;
+  std::atomic<prefetch::TorchOrderFollower*> follower_{nullptr};
+  std::thread orderSetup_;
+  std::unique_ptr<AdminCommands> adminCommands_;
+  AdminServer admin_;
+  std::unique_ptr<MetricsHttpServer> metricsHttp_;  // --metrics-port
+};
+
+// Refuses a mount that cannot work, with a one-line reason: no /dev/fuse, the
+// mountpoint already mounted, or not empty (unless options.nonempty).
+cache::Status checkMountable(const MountOptions& options);
+
+}  // namespace epochfs::fusefs

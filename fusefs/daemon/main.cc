@@ -1,0 +1,179 @@
+// epochfs SOURCE MOUNTPOINT [options]: mounts SOURCE read-only at MOUNTPOINT.
+// Daemonizes by default and exits 0 only once the mount is ready; any failure
+// exits 1 with one line "epochfs: error: REASON" on stderr.
+// Processes (docs/ARCHITECTURE.md): by default the daemonized child is a
+// Supervisor that runs this binary again as the worker serving the mount
+// (started with the SupervisorLink environment); --no-supervisor serves in
+// the daemonized child itself.
+#define FUSE_USE_VERSION 312
+#include <fcntl.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/sinks/syslog_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "fusefs/daemon/daemon.h"
+#include "fusefs/daemon/memory_limit.h"
+#include "fusefs/daemon/mount_options.h"
+#include "fusefs/daemon/supervisor.h"
+#include "fusefs/daemon/supervisor_link.h"
+#include "fusefs/libfuse_log.h"
+#include "fusefs/version_info.h"
+
+namespace {
+
+using epochfs::fusefs::MountOptions;
+
+int fail(const std::string& reason) {
+  std::fprintf(stderr, "epochfs: error: %s\n", reason.c_str());
+  return 1;
+}
+
+void setupLogging(const MountOptions& o) {
+  std::shared_ptr<spdlog::logger> logger;
+  if (!o.logFile.empty()) {
+    logger = spdlog::basic_logger_mt("epochfs", o.logFile);
+  } else if (o.foreground) {
+    logger = spdlog::stderr_logger_mt("epochfs");
+  } else {
+    logger = spdlog::syslog_logger_mt("epochfs", "epochfs", LOG_PID);
+  }
+  logger->set_level(spdlog::level::from_str(o.logLevel));
+  logger->flush_on(spdlog::level::warn);
+  spdlog::set_default_logger(logger);
+  epochfs::fusefs::routeLibfuseLog();
+}
+
+// Many files may be open at once through the mount and the admin socket: raise
+// the soft descriptor limit to the hard one.
+void raiseFileLimit() {
+  rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+void detachStdio() {
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null < 0) return;
+  dup2(null, STDIN_FILENO);
+  dup2(null, STDOUT_FILENO);
+  dup2(null, STDERR_FILENO);
+  close(null);
+}
+
+// A supervisor's worker: serves the mount (mounting it, or resuming the one
+// the supervisor holds) and reports to the supervisor instead of a pipe.
+int runWorker(const MountOptions& options, epochfs::fusefs::SupervisorLink& link) {
+  using epochfs::fusefs::Daemon;
+  setupLogging(options);
+  Daemon daemon(options);
+  Daemon::Supervision sup;
+  sup.adoptFd = link.fuseFd();
+  sup.initMessage = link.initMessage();
+  sup.expectedFingerprint = link.expectedFingerprint();
+  daemon.setSupervision(std::move(sup));
+  auto started = daemon.start();
+  if (!started.isOk()) {
+    // With -f the supervisor prints it as the one "epochfs: error:" line.
+    if (!options.foreground) spdlog::error("start: {}", started.message());
+    link.sendError(started.message());
+    return daemon.namespaceChanged() ? epochfs::fusefs::kWorkerExitNamespaceChanged : 1;
+  }
+  if (!link.restarted()) link.sendFuse(daemon.fuseFd(), daemon.initMessage());
+  // The caller's stdio is released before "ready" lets the epochfs command return.
+  if (!options.foreground) {
+    if (chdir("/") != 0) spdlog::warn("chdir / failed");
+    detachStdio();
+  }
+  link.sendReady(daemon.namespaceFingerprint());
+  spdlog::info("{} {} on {} (pid {})", link.restarted() ? "resumed" : "mounted", options.source,
+               options.mountpoint, getpid());
+  const int rc = daemon.run();
+  spdlog::info("worker pid {} ends with {}", getpid(), rc);
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool exitNow = false;
+  auto parsed = epochfs::fusefs::parseMountOptions(argc, argv, &exitNow);
+  if (exitNow) {
+    if (parsed.isOk() && parsed.value().versionRequested) {
+      std::fputs(epochfs::fusefs::versionText().c_str(), stdout);
+    }
+    return 0;
+  }
+  if (!parsed.isOk()) return fail(parsed.status().message());
+  MountOptions options = std::move(parsed).value();
+  // Both the supervised worker and the single-process daemon serve chunks:
+  // bound the allocator before any thread or chunk exists.
+  epochfs::fusefs::boundAllocatorRetention();
+  if (auto link = epochfs::fusefs::SupervisorLink::fromEnvironment()) {
+    raiseFileLimit();
+    return runWorker(options, *link);
+  }
+  if (auto s = epochfs::fusefs::checkMountable(options); !s.isOk()) return fail(s.message());
+  raiseFileLimit();
+
+  // Daemon mode: the child does all the work (threads start after fork) and
+  // reports "ok" or the reason over a pipe; the parent exits with that.
+  int ready[2] = {-1, -1};
+  if (!options.foreground) {
+    if (pipe2(ready, O_CLOEXEC) != 0) return fail("pipe failed");
+    pid_t pid = fork();
+    if (pid < 0) return fail("fork failed");
+    if (pid > 0) {
+      close(ready[1]);
+      std::string msg;
+      char buf[512];
+      ssize_t n;
+      while ((n = read(ready[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+      if (msg == "ok") return 0;
+      return fail(msg.empty() ? "the daemon exited during start-up" : msg);
+    }
+    close(ready[0]);
+    setsid();
+  }
+
+  setupLogging(options);
+  if (options.supervise) {
+    // The supervisor forks the workers: it starts no threads of its own.
+    epochfs::fusefs::Supervisor supervisor(options, std::vector<std::string>(argv, argv + argc),
+                                           options.foreground ? -1 : ready[1]);
+    const int rc = supervisor.run();
+    if (options.foreground && !supervisor.startError().empty())
+      return fail(supervisor.startError());
+    return rc;
+  }
+  epochfs::fusefs::Daemon daemon(options);
+  auto started = daemon.start();
+  if (!started.isOk()) {
+    if (options.foreground) return fail(started.message());
+    ssize_t w = write(ready[1], started.message().data(), started.message().size());
+    (void)w;
+    return 1;
+  }
+  spdlog::info("mounted {} on {}", options.source, options.mountpoint);
+  sd_notify(0, "READY=1");  // --no-supervisor under systemd: this is the main process
+  if (!options.foreground) {
+    ssize_t w = write(ready[1], "ok", 2);
+    (void)w;
+    close(ready[1]);
+    if (chdir("/") != 0) spdlog::warn("chdir / failed");
+    detachStdio();
+  }
+  int rc = daemon.run();
+  spdlog::info("unmounted {}", options.mountpoint);
+  return rc;
+}

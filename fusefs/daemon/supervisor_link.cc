@@ -1,0 +1,105 @@
+#include "fusefs/daemon/supervisor_link.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace epochfs::fusefs {
+
+namespace {
+
+int envFd(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return -1;
+  char* end = nullptr;
+  const long fd = std::strtol(v, &end, 10);
+  if (*end != '\0' || fd < 0 || fcntl(static_cast<int>(fd), F_GETFD) < 0) return -1;
+  return static_cast<int>(fd);
+}
+
+std::string envString(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+}  // namespace
+
+std::string toHex(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 15]);
+  }
+  return out;
+}
+
+std::string fromHex(const std::string& hex) {
+  if (hex.size() % 2 != 0) return "";
+  auto val = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  std::string out;
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = val(hex[i]), lo = val(hex[i + 1]);
+    if (hi < 0 || lo < 0) return "";
+    out.push_back(static_cast<char>(hi << 4 | lo));
+  }
+  return out;
+}
+
+std::unique_ptr<SupervisorLink> SupervisorLink::fromEnvironment() {
+  const int channel = envFd(kEnvChannel);
+  if (channel < 0) return nullptr;
+  std::unique_ptr<SupervisorLink> link(new SupervisorLink());
+  link->channel_ = channel;
+  fcntl(channel, F_SETFD, FD_CLOEXEC);
+  link->fuseFd_ = envFd(kEnvFuseFd);
+  if (link->fuseFd_ >= 0) fcntl(link->fuseFd_, F_SETFD, FD_CLOEXEC);
+  link->initMessage_ = fromHex(envString(kEnvFuseInit));
+  link->fingerprint_ = envString(kEnvFingerprint);
+  for (const char* name :
+       {kEnvChannel, kEnvFuseFd, kEnvFuseInit, kEnvFingerprint, kEnvResumeMountpoint}) {
+    unsetenv(name);
+  }
+  return link;
+}
+
+SupervisorLink::~SupervisorLink() {
+  if (channel_ >= 0) close(channel_);
+}
+
+void SupervisorLink::send(const std::string& message, int fd) {
+  iovec iov{const_cast<char*>(message.data()), message.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  }
+  // Best effort: if the supervisor is gone there is nobody to tell.
+  (void)sendmsg(channel_, &msg, MSG_NOSIGNAL);
+}
+
+void SupervisorLink::sendFuse(int fuseFd, const std::string& initMessage) {
+  send("fuse\n" + toHex(initMessage), fuseFd);
+}
+
+void SupervisorLink::sendReady(const std::string& fingerprint) { send("ready\n" + fingerprint); }
+
+void SupervisorLink::sendError(const std::string& reason) { send("error\n" + reason); }
+
+}  // namespace epochfs::fusefs

@@ -23,6 +23,7 @@
 #include "cache/posix_source.h"
 #include "cache/ram_tier.h"
 #include "cache/segment_file.h"
+#include "tests/unit/scoped_temp_dir.h"
 
 namespace epochfs::cache {
 namespace {
@@ -81,15 +82,8 @@ bool eventually(F cond, milliseconds limit = milliseconds(10000)) {
 class DiskHealthTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/epochfs-disk-health-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-    dir_ = root_ + "/cache";
+    dir_ = tmp_.path() + "/cache";
     faults_ = std::make_shared<DiskFaults>();
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
   }
   std::unique_ptr<DiskTier> open(milliseconds deadline = milliseconds(1000),
                                  milliseconds probeInterval = milliseconds(50)) {
@@ -107,7 +101,8 @@ class DiskHealthTest : public ::testing::Test {
   }
   std::string seg(uint32_t id) const { return dir_ + "/" + SegmentFile::nameFor(id); }
 
-  std::string root_, dir_;
+  ::epochfs::testing::ScopedTempDir tmp_{"epochfs-disk-health"};
+  std::string dir_;
   std::shared_ptr<DiskFaults> faults_;
 };
 
@@ -270,7 +265,7 @@ TEST_F(DiskHealthTest, EmptyChecksumOrEmptyRecordIsDetectedWhileRunning) {
 // PASS: a control file drives the faults (the daemon's test hook): its tokens
 // are applied, a bad token changes nothing, and removing the file clears them.
 TEST_F(DiskHealthTest, ControlFileDrivesFaults) {
-  const std::string ctl = root_ + "/faults";
+  const std::string ctl = tmp_.path() + "/faults";
   DiskFaults f(ctl);
   EXPECT_TRUE(f.beforeRead("x").isOk());
   std::ofstream(ctl) << "read=eio write=enospc\n";
@@ -289,7 +284,7 @@ TEST_F(DiskHealthTest, ControlFileDrivesFaults) {
 // (here 10 bytes for a 1000-byte file) is never served by ChunkCache: the
 // read returns the source's bytes, and the record is dropped and counted.
 TEST_F(DiskHealthTest, ChunkCacheRefusesADiskChunkOfTheWrongLength) {
-  const std::string src = root_ + "/src";
+  const std::string src = tmp_.path() + "/src";
   fs::create_directories(src);
   const std::vector<char> bytes = dataFor(5);
   std::ofstream(src + "/f", std::ios::binary).write(bytes.data(), static_cast<long>(bytes.size()));

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cache/segment_file.h"
+#include "tests/unit/scoped_temp_dir.h"
 
 namespace epochfs::cache {
 namespace {
@@ -101,16 +102,7 @@ class FileSizeLimit {
 
 class DiskTierTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/epochfs-disk-tier-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-    dir_ = root_ + "/cache";
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
+  void SetUp() override { dir_ = tmp_.path() + "/cache"; }
 
   std::unique_ptr<DiskTier> open(uint64_t capacity = 64 * kMiB, uint64_t segment = 4 * kMiB,
                                  std::chrono::milliseconds probeInterval = std::chrono::hours(1)) {
@@ -126,7 +118,7 @@ class DiskTierTest : public ::testing::Test {
   }
   std::string seg(uint32_t id) const { return dir_ + "/" + SegmentFile::nameFor(id); }
 
-  std::string root_;
+  ::epochfs::testing::ScopedTempDir tmp_{"epochfs-disk-tier"};
   std::string dir_;
 };
 
@@ -355,8 +347,8 @@ TEST_F(DiskTierTest, RefusesBadOptionsAndNonDirectory) {
   DiskTierOptions o;
   o.dir = dir_;
   EXPECT_EQ(DiskTier::open(o).status().code(), Status::Code::kInvalidArgument);  // capacity 0
-  std::ofstream(root_ + "/file") << "x";
-  o.dir = root_ + "/file";
+  std::ofstream(tmp_.path() + "/file") << "x";
+  o.dir = tmp_.path() + "/file";
   o.capacityBytes = kMiB;
   EXPECT_EQ(DiskTier::open(o).status().code(), Status::Code::kInvalidArgument);
 }

@@ -13,23 +13,17 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/scoped_temp_dir.h"
+
 namespace epochfs::cache {
 namespace {
 
 class PosixSourceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // /var/tmp: a disk filesystem (O_DIRECT) where /tmp may be tmpfs.
-    char tmpl[] = "/var/tmp/posix-source-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
     auto s = PosixSource::open(dir_);
     ASSERT_TRUE(s.isOk()) << s.status().toString();
     source_ = std::move(s).value();
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
   }
 
   std::vector<char> write(const std::string& name, size_t size) {
@@ -45,7 +39,9 @@ class PosixSourceTest : public ::testing::Test {
     return identityOf(name, *st);
   }
 
-  std::string dir_;
+  // /var/tmp: a disk filesystem (O_DIRECT) where /tmp may be tmpfs.
+  ::epochfs::testing::ScopedTempDir tmp_{"posix-source-test", "/var/tmp"};
+  const std::string dir_ = tmp_.path();
   std::unique_ptr<PosixSource> source_;
 };
 

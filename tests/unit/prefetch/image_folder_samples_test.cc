@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/unit/prefetch/python_runner.h"
+#include "tests/unit/scoped_temp_dir.h"
 
 namespace epochfs::prefetch {
 namespace {
@@ -65,17 +66,7 @@ std::string hex(const std::string& s) {
 
 class ImageFolderSamplesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/epochfs_imagefolder_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    base_ = tmpl;
-    root_ = base_ + "/root";
-    fs::create_directories(root_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(base_, ec);
-  }
+  void SetUp() override { fs::create_directories(root_); }
 
   // Creates an empty file (and its parents) at root/rel.
   void file(const std::string& rel) {
@@ -120,7 +111,9 @@ class ImageFolderSamplesTest : public ::testing::Test {
     samplesSeen_ = gotSamples.size();
   }
 
-  std::string base_, root_;
+  ::epochfs::testing::ScopedTempDir tmp_{"epochfs_imagefolder"};
+  const std::string base_ = tmp_.path();
+  const std::string root_ = base_ + "/root";
   size_t samplesSeen_ = 0;
 };
 

@@ -19,7 +19,7 @@
 
 #include "cache/ram_tier.h"
 #include "prefetch/prefetcher.h"
-#include "tests/unit/prefetch/fake_source.h"
+#include "tests/unit/cache/fake_source.h"
 #include "tests/unit/prefetch/prefetch_test_util.h"
 
 namespace epochfs::prefetch {

@@ -15,7 +15,7 @@
 #include "prefetch/plan_tracker.h"
 #include "prefetch/position_source.h"
 #include "prefetch/window_scheduler.h"
-#include "tests/unit/prefetch/fake_source.h"
+#include "tests/unit/cache/fake_source.h"
 #include "tests/unit/prefetch/prefetch_test_util.h"
 
 namespace epochfs::prefetch {

@@ -12,9 +12,11 @@
 
 #include "cache/chunk_cache.h"
 #include "prefetch/access_plan.h"
-#include "tests/unit/prefetch/fake_source.h"
+#include "tests/unit/cache/fake_source.h"
 
 namespace epochfs::prefetch::testing {
+
+using cache::testing::LatencySource;  // tests/unit/cache/fake_source.h
 
 inline constexpr uint32_t kChunkSize = 4096;
 

@@ -22,7 +22,7 @@
 
 #include "cache/ram_tier.h"
 #include "prefetch/access_plan.h"
-#include "tests/unit/prefetch/fake_source.h"
+#include "tests/unit/cache/fake_source.h"
 #include "tests/unit/prefetch/prefetch_test_util.h"
 
 namespace epochfs::prefetch {
@@ -615,52 +615,6 @@ TEST(PrefetcherTest, EntryConsumedByTheReadReachingItsEnd) {
   EXPECT_EQ(rig.prefetcher->nextUse(rig.cache.keyFor(e.identity.fileId, 0)),
             cache::EvictionAdvisor::kNever);
   EXPECT_EQ(rig.prefetcher->nextUse(rig.cache.keyFor(entries[2].identity.fileId, 0)), 1u);
-}
-
-// A RAM tier whose next lookup miss, once armed, waits until released: it
-// holds a reader between "not in RAM" and joining the in-flight fetch.
-class PausingRamTier : public cache::RamTier {
- public:
-  explicit PausingRamTier(uint64_t capacity) : cache::RamTier(capacity) {}
-  void armNextMiss() { armed_.store(true); }
-  bool paused() const { return paused_.load(); }
-  void release() { released_.store(true); }
-
-  cache::ChunkRef find(const cache::ChunkKey& key, const cache::FileIdentity& id,
-                       bool* staged) override {
-    cache::ChunkRef c = cache::RamTier::find(key, id, staged);
-    if (c == nullptr && armed_.exchange(false)) {
-      paused_.store(true);
-      while (!released_.load()) std::this_thread::sleep_for(1ms);
-    }
-    return c;
-  }
-
- private:
-  std::atomic<bool> armed_{false}, paused_{false}, released_{false};
-};
-
-// The race behind double reads in the tests above (a prefetch worker and a
-// demand read of one chunk): reader B misses in RAM while A's fetch of the
-// chunk is in flight, and A inserts the chunk and retires its in-flight entry
-// before B looks for that entry, so B fetches the chunk again. ChunkCache::get
-// must look in the RAM tier (and disk tier) again once it is the leader.
-TEST(ChunkCacheRaceTest, MissThatLosesTheRaceDoesNotReadAgain) {
-  LatencySource source(50ms);
-  PausingRamTier store(1 << 20);
-  cache::ChunkCache cache(testing::cacheOptions(42), source, store, nullptr);
-  const cache::FileIdentity id = source.addFile("x", 1000);
-
-  std::thread a([&] { EXPECT_TRUE(cache.get("x", id, 0).isOk()); });
-  ASSERT_TRUE(waitFor([&] { return source.concurrentReads() == 1; }));  // A leads the fetch
-  store.armNextMiss();
-  std::thread b([&] { EXPECT_TRUE(cache.get("x", id, 0).isOk()); });
-  ASSERT_TRUE(waitFor([&] { return store.paused(); }));  // B missed in RAM
-  a.join();                                              // A's fetch is complete and retired
-  store.release();
-  b.join();
-  EXPECT_EQ(source.totalReads(), 1u)
-      << "ChunkCache::get re-read a chunk that a finished fetch had just put in RAM";
 }
 
 }  // namespace

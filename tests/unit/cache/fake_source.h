@@ -1,4 +1,4 @@
-// LatencySource: an in-memory cache::Source for prefetch tests. Holds a small
+// LatencySource: an in-memory Source for the cache and prefetch tests. Holds a small
 // dataset (relative path -> bytes + FileIdentity), sleeps a configurable time
 // in every read (a slow shared file system), counts reads per path and in
 // total, records the largest number of reads in progress at once, and fails
@@ -24,15 +24,15 @@
 #include "cache/source.h"
 #include "cache/status.h"
 
-namespace epochfs::prefetch::testing {
+namespace epochfs::cache::testing {
 
-class LatencySource : public cache::Source {
+class LatencySource : public Source {
  public:
   explicit LatencySource(std::chrono::microseconds latency = std::chrono::microseconds(0))
       : latencyUs_(latency.count()) {}
 
   // Adds (or replaces) a file; returns its identity (fileId from the path).
-  cache::FileIdentity addFile(const std::string& relPath, std::string bytes) {
+  FileIdentity addFile(const std::string& relPath, std::string bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     auto& f = files_[relPath];
     if (!f) f = std::make_unique<File>();
@@ -44,7 +44,7 @@ class LatencySource : public cache::Source {
     return f->identity;
   }
   // A file of `size` bytes whose content depends on the path and offset.
-  cache::FileIdentity addFile(const std::string& relPath, size_t size) {
+  FileIdentity addFile(const std::string& relPath, size_t size) {
     std::string bytes(size, '\0');
     const uint64_t seed = cache::fileIdForPath(relPath);
     for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>((seed >> (i % 57)) + i);
@@ -53,7 +53,7 @@ class LatencySource : public cache::Source {
 
   void setLatency(std::chrono::microseconds latency) { latencyUs_.store(latency.count()); }
   // Reads of `relPath` fail with `status` until clearError.
-  void injectError(const std::string& relPath, cache::Status status) {
+  void injectError(const std::string& relPath, Status status) {
     std::lock_guard<std::mutex> lock(mu_);
     errors_[relPath] = std::move(status);
   }
@@ -78,10 +78,10 @@ class LatencySource : public cache::Source {
     maxConcurrent_.store(current_.load());
   }
 
-  cache::Result<size_t> read(const std::string& relPath, const cache::FileIdentity& expected,
-                             uint64_t offset, char* buf, size_t len) override {
+  Result<size_t> read(const std::string& relPath, const FileIdentity& expected, uint64_t offset,
+                      char* buf, size_t len) override {
     File* f = nullptr;
-    std::optional<cache::Status> error;
+    std::optional<Status> error;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = files_.find(relPath);
@@ -100,19 +100,19 @@ class LatencySource : public cache::Source {
     current_.fetch_sub(1);
 
     if (error) return *error;
-    if (f == nullptr) return cache::Status::notFound(relPath);
+    if (f == nullptr) return Status::notFound(relPath);
     std::lock_guard<std::mutex> lock(mu_);  // bytes may be replaced by addFile
-    if (!(f->identity == expected)) return cache::Status::stale(relPath + " changed");
+    if (!(f->identity == expected)) return Status::stale(relPath + " changed");
     if (offset >= f->bytes.size()) return size_t{0};
     const size_t n = std::min<size_t>(len, f->bytes.size() - offset);
     std::memcpy(buf, f->bytes.data() + offset, n);
     return n;
   }
 
-  cache::Result<struct ::stat> lstat(const std::string& relPath) override {
+  Result<struct ::stat> lstat(const std::string& relPath) override {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = files_.find(relPath);
-    if (it == files_.end()) return cache::Status::notFound(relPath);
+    if (it == files_.end()) return Status::notFound(relPath);
     struct ::stat st {};
     st.st_mode = S_IFREG | 0444;
     st.st_size = static_cast<off_t>(it->second->identity.size);
@@ -125,13 +125,13 @@ class LatencySource : public cache::Source {
  private:
   struct File {
     std::string bytes;
-    cache::FileIdentity identity;
+    FileIdentity identity;
     std::atomic<uint64_t> reads{0};
   };
 
   mutable std::mutex mu_;  // guards files_ (the map and each File's bytes/identity), errors_
   std::map<std::string, std::unique_ptr<File>> files_;  // File addresses are stable
-  std::map<std::string, cache::Status> errors_;
+  std::map<std::string, Status> errors_;
   uint64_t nextInode_ = 0;
   std::atomic<int64_t> latencyUs_;
   std::atomic<uint64_t> totalReads_{0};
@@ -139,4 +139,4 @@ class LatencySource : public cache::Source {
   std::atomic<int> maxConcurrent_{0};
 };
 
-}  // namespace epochfs::prefetch::testing
+}  // namespace epochfs::cache::testing

@@ -14,7 +14,7 @@ import os
 import random
 import time
 
-from . import admin, lab_cgroup, lab_net, lab_node, lab_source
+from . import admin, lab_cgroup, lab_net, lab_node, lab_slurm, lab_source
 from .bench_env import is_mounted
 from .lab_down import down
 from .lab_state import LabState
@@ -102,8 +102,9 @@ class Lab:
 
     @classmethod
     def up(cls, data, nodes, directory=DEFAULT_DIR, link=DEFAULT_LINK, source_bw=DEFAULT_SOURCE_BW,
-           node_memory=None, node_cpus=0.0, epochfs_options=(), bindir=None, wait_s=90):
-        """Makes the lab; on any failure removes what it made and raises."""
+           node_memory=None, node_cpus=0.0, epochfs_options=(), bindir=None, wait_s=90, slurm=False):
+        """Makes the lab; on any failure removes what it made and raises. With slurm=True the
+        nodes run Slurm (lab_slurm) instead of the lab's own epochfs daemons."""
         why = unavailable_reason()
         if why:
             raise LabError(why)
@@ -113,7 +114,7 @@ class Lab:
         prefix = cls._new_prefix()
         state = LabState.create(directory, prefix)
         state.doc["dir_created"] = created
-        state.doc["config"].update(config, options=list(epochfs_options))
+        state.doc["config"].update(config, options=list(epochfs_options), slurm=slurm)
         lab = cls(state)
         try:
             lab._make(os.path.abspath(data), list(epochfs_options), wait_s)
@@ -173,10 +174,13 @@ class Lab:
         for i in range(cfg["nodes"]):
             self.nodes.append(self._make_node(i, cg))
             self.state.save()
-        for node in self.nodes:
-            log("starting epochfs on %s (%s)" % (node["name"], node["address"]))
-            lab_node.start_daemon(self.doc, node, self.epochfs, options)
-        self.wait_cluster(wait_s)
+        if cfg.get("slurm"):
+            lab_slurm.start(self, options, wait_s)
+        else:
+            for node in self.nodes:
+                log("starting epochfs on %s (%s)" % (node["name"], node["address"]))
+                lab_node.start_daemon(self.doc, node, self.epochfs, options)
+            self.wait_cluster(wait_s)
         self.doc["complete"] = True
         self.state.save()
 
@@ -284,7 +288,7 @@ class Lab:
                 "source_bw": rate_text(cfg["source_bw_bytes_per_s"]) if cfg.get("source_bw_bytes_per_s") else None,
                 "source_device": src.get("device"), "source_bytes": src.get("bytes"),
                 "source_files": src.get("files"), "epochfs": cfg.get("epochfs"),
-                "options": cfg.get("options", []), "nodes": nodes}
+                "options": cfg.get("options", []), "slurm": self.doc.get("slurm"), "nodes": nodes}
 
 
 def dumps(obj):

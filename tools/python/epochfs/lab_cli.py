@@ -13,7 +13,7 @@ from .lab_util import ArgParser, LabError, parse_rate, parse_size
 USAGE = """cluster-lab: a cluster of epochfs nodes on one machine (docs/LAB.md)
 
   cluster-lab up --nodes N --data DIR [--link RATE] [--source-bw RATE] [--node-memory SIZE]
-                 [--node-cpus F] [--dir DIR] [-- EPOCHFS-OPTIONS...]
+                 [--node-cpus F] [--dir DIR] [--slurm] [-- EPOCHFS-OPTIONS...]
   cluster-lab status [--json] [--dir DIR]
   cluster-lab exec NODE CMD...        (NODE: node0 or 0)
   cluster-lab down [--dir DIR]
@@ -48,12 +48,17 @@ def _up(argv):
                    help="each node's CPU quota in cores, e.g. 0.5 (default: none, nodes share the host)")
     p.add_argument("--bin", default=None, help="directory of epochfs and epochctl (default: build/bin)")
     p.add_argument("--wait", type=float, default=90, help="seconds to wait for the cluster to form")
+    p.add_argument("--slurm", action="store_true", help=(
+        "run Slurm on the nodes (slurm-wlm and munge, installed when missing): slurmctld and munged "
+        "on node0, a slurmd per node, the epochfs prolog/epilog; no lab epochfs (jobs start it; "
+        "options after -- go to the prolog's). Submit with: cluster-lab exec node0 sbatch ..."))
     _dir_arg(p)
     a, rest = _split_dashdash(p, argv)
     lab = lab_mod.Lab.up(a.data, a.nodes, directory=a.dir, link=parse_rate(a.link),
                          source_bw=0 if a.source_bw == "0" else parse_rate(a.source_bw),
                          node_memory=parse_size(a.node_memory) if a.node_memory else None,
-                         node_cpus=a.node_cpus, epochfs_options=rest, bindir=a.bin, wait_s=a.wait)
+                         node_cpus=a.node_cpus, epochfs_options=rest, bindir=a.bin, wait_s=a.wait,
+                         slurm=a.slurm)
     _print_status(lab.status())
     return 0
 
@@ -91,7 +96,11 @@ def _print_status(st):
     for n in st["nodes"]:
         print("%-7s %-12s %-8s %-8s %-6s %-9s %s%s" % (
             n["name"], n["address"], n["pid"] or "-", n["link"], n["link_state"],
-            "%dM" % (n["memory_bytes"] >> 20), n["mountpoint"], "" if n["mounted"] else " (not mounted)"))
+            "%dM" % (n["memory_bytes"] >> 20), n["mountpoint"],
+            "" if n["mounted"] or st.get("slurm") else " (not mounted)"))
+    if st.get("slurm"):
+        print("slurm: SLURM_CONF=%s (slurmctld on node0; submit with: cluster-lab exec node0 sbatch ...)"
+              % st["slurm"]["conf"])
 
 
 def _down(argv):

@@ -21,7 +21,7 @@ from .lab_state import LabState
 from .lab_util import LabError, log, read_text, run
 
 # What `up` writes directly in the lab's directory (besides the state file).
-LAB_ENTRIES = ("ns", "mnt", "nodes", "secret", "hostfile", "source")
+LAB_ENTRIES = ("ns", "mnt", "nodes", "secret", "hostfile", "source", "slurm")
 
 
 def _mountinfo():

@@ -69,6 +69,7 @@ def node_env(node, extra=None):
     env = dict(os.environ)
     env.update({"EPOCHFS_LAB_NODE": node["name"], "EPOCHFS_LAB_MOUNT": node["mountpoint"],
                 "UCX_TLS": "tcp"})
+    env.update(node.get("env") or {})  # e.g. SLURM_CONF on a lab with --slurm
     env.update(extra or {})
     return env
 

@@ -160,9 +160,6 @@ TEST(PrefetcherTest, PrefetchesTheWindowAheadAndKeepsTheLead) {
   // Every hit was prefetched (a stalled entry may or may not have been).
   EXPECT_GE(rig.streamOf(0).prefetchedFiles + st.stalls, static_cast<uint64_t>(kFiles));
   for (const auto& e : entries) EXPECT_EQ(rig.source.readsOf(e.relPath), 1u) << e.relPath;
-  std::printf("[ info ] in-order reader: %llu hits, %llu stalls of %d\n",
-              static_cast<unsigned long long>(st.hits), static_cast<unsigned long long>(st.stalls),
-              kFiles);
 }
 
 TEST(PrefetcherTest, PrefetchesEveryChunkOfMultiChunkFiles) {
@@ -216,9 +213,6 @@ TEST(PrefetcherTest, NothingIsReadTwiceWhenDemandReadsRacePrefetches) {
   const StreamStats st = rig.streamOf(0);
   EXPECT_EQ(st.consumed, static_cast<uint64_t>(kFiles));
   EXPECT_EQ(st.position, static_cast<uint64_t>(kFiles));
-  std::printf("[ info ] racing readers: %llu coalesced, %llu hits, %llu stalls\n",
-              static_cast<unsigned long long>(rig.cache.stats().coalesced.load()),
-              static_cast<unsigned long long>(st.hits), static_cast<unsigned long long>(st.stalls));
 }
 
 TEST(PrefetcherTest, ShuffledArrivalFromFourLoaderWorkers) {
@@ -267,9 +261,6 @@ TEST(PrefetcherTest, ShuffledArrivalFromFourLoaderWorkers) {
   ASSERT_TRUE(waitFor([&] { return rig.prefetcher->inflightBytes() == 0; }));
   EXPECT_EQ(rig.streamOf(0).leadFiles, 0u);
   for (const auto& e : entries) EXPECT_EQ(rig.source.readsOf(e.relPath), 1u) << e.relPath;
-  std::printf("[ info ] shuffled arrival: %llu of %d already prefetched, %llu stalls\n",
-              static_cast<unsigned long long>(prefetchedBefore.load()), kFiles,
-              static_cast<unsigned long long>(st.stalls));
 }
 
 // Samples inflightBytes() until stopped; keeps the largest value seen.
@@ -312,9 +303,6 @@ TEST(PrefetcherTest, MemoryBudgetBoundsBytesInFlight) {
   EXPECT_GT(maxInflight, 0u);
   EXPECT_LE(rig.source.maxConcurrentReads(), 3 + 1);
   EXPECT_EQ(rig.source.totalReads(), static_cast<uint64_t>(kFiles));
-  std::printf("[ info ] budget %llu B: max in flight %llu B, max concurrent reads %d\n",
-              static_cast<unsigned long long>(kBudget),
-              static_cast<unsigned long long>(maxInflight), rig.source.maxConcurrentReads());
 }
 
 // Pass: with read-ahead requests from 8 threads racing the scheduler, the
@@ -372,7 +360,6 @@ TEST(PrefetcherTest, DeepQueueKeepsManyReadsInFlight) {
   }));
   EXPECT_GE(rig.source.maxConcurrentReads(), 16);
   EXPECT_LE(rig.source.maxConcurrentReads(), 32);
-  std::printf("[ info ] 32 workers: %d concurrent source reads\n", rig.source.maxConcurrentReads());
 }
 
 TEST(PrefetcherTest, PlanExpiresWithoutProgress) {

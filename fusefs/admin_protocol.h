@@ -44,6 +44,7 @@ inline constexpr const char* kCmdUpgrade = "upgrade";  // restart from the binar
 // warm_progress; evict {paths | all, tier}.
 inline constexpr const char* kCmdLs = "ls";
 inline constexpr const char* kCmdWarmAdd = "warm_add";
+inline constexpr unsigned kDefaultWarmThreads = 8;  // warm_start's `threads` when absent
 inline constexpr const char* kCmdWarmStart = "warm_start";
 inline constexpr const char* kCmdWarmProgress = "warm_progress";
 inline constexpr const char* kCmdEvict = "evict";

@@ -36,7 +36,7 @@ class FuseServer {
  public:
   struct Config {
     unsigned revalidateSeconds = 0;  // 0: immutable snapshot
-    unsigned threads = 16;
+    unsigned threads = 1;            // FUSE worker threads (the daemon passes --threads)
     bool allowOther = false;
     std::string fsname;             // shown in /proc/mounts
     std::string adminSocketPath;    // advertised via the xattr on the root

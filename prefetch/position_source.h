@@ -23,10 +23,9 @@
 
 #include "prefetch/plan_stream.h"
 #include "prefetch/plan_tracker.h"
+#include "prefetch/prefetch_options.h"
 
 namespace epochfs::prefetch {
-
-enum class PositionMode { kReads, kOpens, kSentinels };
 
 struct PositionHooks {
   std::function<void(PlanStream&, uint32_t pos)> consume;

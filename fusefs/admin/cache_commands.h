@@ -26,6 +26,7 @@
 #include "fusefs/admin/admin_server.h"
 #include "fusefs/admin/residency.h"
 #include "fusefs/admin/warm_job.h"
+#include "fusefs/admin_protocol.h"
 #include "fusefs/dataset_namespace.h"
 
 namespace epochfs::fusefs {
@@ -38,7 +39,7 @@ class CacheCommands {
  public:
   // Bytes of `children` per ls page, leaving room for the envelope.
   static constexpr size_t kLsPageBytes = 48 * 1024;
-  static constexpr unsigned kDefaultWarmThreads = 8;
+  static constexpr unsigned kDefaultWarmThreads = admin::kDefaultWarmThreads;
 
   CacheCommands(const DatasetNamespace& ns, cache::ChunkCache& cache, cache::RamTier& ram,
                 const AdminAuth& auth, uint64_t maxWarmFiles);

@@ -213,7 +213,8 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
   app.add_option("--cache-dir", o.cacheDir, "Directory for the disk tier (default: none)");
   app.add_option("--disk-cache", diskCache, "Disk tier size (default 50% of free space)");
   app.add_option("--chunk-size", chunkSize, "Chunk size, 4K..64M (default 1M)");
-  app.add_option("--threads", o.threads, "FUSE worker threads (default 16)")
+  app.add_option("--threads", o.threads,
+                 "FUSE worker threads (default " + std::to_string(kDefaultFuseThreads) + ")")
       ->check(CLI::Range(1, 1024));
   app.add_option("--log-level", o.logLevel, "trace|debug|info|warn|error|off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
@@ -229,11 +230,14 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
       ->check(CLI::Range(0, 65535));
   std::string prefetchMemory;  // default: memoryDefaults()
   app.add_option("--prefetch-window", o.prefetchWindow,
-                 "Plan entries to prefetch ahead (default 512)")
+                 "Plan entries to prefetch ahead (default " +
+                     std::to_string(prefetch::PrefetchOptions{}.windowFiles) + ")")
       ->check(CLI::Range(0, 10000000));
   app.add_option("--prefetch-memory", prefetchMemory,
                  "Prefetch bytes in flight (default 1/16 of the memory limit, 4M..256M)");
-  app.add_option("--prefetch-threads", o.prefetchThreads, "Concurrent prefetch reads (default 32)")
+  app.add_option("--prefetch-threads", o.prefetchThreads,
+                 "Concurrent prefetch reads (default " +
+                     std::to_string(prefetch::PrefetchOptions{}.workers) + ")")
       ->check(CLI::Range(1, 1024));
   std::string pushPageCache = "off";
   app.add_option(
@@ -343,7 +347,7 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
     if (!pm.isOk()) return Status::invalidArgument("--prefetch-memory: " + pm.status().message());
     o.prefetchMemory = *pm;
   }
-  if (o.threads == 0) o.threads = 16;
+  if (o.threads == 0) o.threads = kDefaultFuseThreads;
   return cl;
 }
 

@@ -11,9 +11,12 @@
 #include <vector>
 
 #include "cache/status.h"
+#include "prefetch/prefetch_options.h"
 #include "prefetch/torch_order_follower.h"
 
 namespace epochfs::fusefs {
+
+inline constexpr unsigned kDefaultFuseThreads = 16;  // --threads
 
 struct MountOptions {
   std::string source;      // absolute, canonical
@@ -30,7 +33,7 @@ struct MountOptions {
   std::string cacheDir;         // empty: no disk tier
   uint64_t diskCacheBytes = 0;  // resolved when cacheDir is set
   uint32_t chunkSize = 1 << 20;
-  unsigned threads = 0;  // resolved (default: 16)
+  unsigned threads = 0;  // resolved (default: kDefaultFuseThreads)
   std::string logLevel = "warn";
   std::string logFile;
   unsigned revalidateSeconds = 0;  // 0: the dataset is immutable after the snapshot
@@ -42,9 +45,9 @@ struct MountOptions {
   std::optional<gid_t> adminGid;  // resolved
   int metricsPort = -1;           // --metrics-port: 127.0.0.1:PORT serves /metrics; -1 off, 0 any
   // Prefetch (docs/PREFETCH.md).
-  uint32_t prefetchWindow = 512;        // plan entries ahead of the reader
+  uint32_t prefetchWindow = prefetch::PrefetchOptions{}.windowFiles;  // entries ahead
   uint64_t prefetchMemory = 256 << 20;  // prefetch bytes in flight (resolved: memoryDefaults())
-  unsigned prefetchThreads = 32;        // concurrent prefetch reads
+  unsigned prefetchThreads = prefetch::PrefetchOptions{}.workers;  // concurrent reads
   // --push-page-cache off|on|sentinels: push prefetched files into the
   // kernel's page cache (docs/PREFETCH.md). on: opens reach the daemon and
   // carry the position; sentinels: opens stay zero-message, every 8th entry

@@ -177,7 +177,9 @@ int main(int argc, char** argv) {
   bool quiet = false;
   warm->add_option("paths", paths, "Files or directories to warm");
   warm->add_option("--list", listFile, "File with one path per line (- for stdin)");
-  warm->add_option("--threads", threads, "Concurrent fetches in the daemon (default 8)")
+  warm->add_option("--threads", threads,
+                   "Concurrent fetches in the daemon (default " +
+                       std::to_string(admin::kDefaultWarmThreads) + ")")
       ->check(CLI::Range(1, 64));
   warm->add_flag("-q,--quiet", quiet, "No progress output");
   bool all = false;

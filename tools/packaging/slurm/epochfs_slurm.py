@@ -24,6 +24,7 @@ below; `%n` in a path is the node's name). Standard library only.
 
 import hashlib
 import hmac
+import json
 import os
 import re
 import shlex
@@ -40,7 +41,9 @@ DEFAULTS = {
     "PORT_BASE": "17000",                     # the job's cluster port: PORT_BASE + ID % 1000
     "UCX_TLS": "",                            # e.g. tcp, or rc,sm,self; empty: UCX's choice
     "OPTIONS": "--ram-cache 50%",             # more epochfs options, split like a shell
+    "EPOCHCTL": "/usr/bin/epochctl",
     "START_TIMEOUT": "90",
+    "PEER_WAIT": "30",                        # seconds the prolog waits for every node to be live
     "STOP_TIMEOUT": "30",
 }
 COMMENT = re.compile(r"(?:^|\s)Comment=epochfs:(\S+)")
@@ -157,6 +160,27 @@ def stop(job, timeout):
     return did
 
 
+def live_members(epochctl, mount):
+    r = subprocess.run([epochctl, "peers", mount, "--json"], capture_output=True, text=True, timeout=10)
+    try:
+        return sum(1 for p in json.loads(r.stdout).get("peers", []) if p.get("live"))
+    except ValueError:
+        return 0
+
+
+def wait_peers(cfg, mount, n):
+    """Waits (at most PEER_WAIT s) until the daemon sees all n nodes live, so that the job's first
+    reads are shared; a node that is late only costs source reads, never a failed start."""
+    deadline = time.monotonic() + float(cfg["PEER_WAIT"])
+    live = 0
+    while time.monotonic() < deadline:
+        live = live_members(cfg["EPOCHCTL"], mount)
+        if live >= n:
+            return "all %d nodes live" % n
+        time.sleep(0.1)
+    return "%d of %d nodes live after %s s (going on)" % (live, n, cfg["PEER_WAIT"])
+
+
 def prolog(job):
     dataset, nodelist = job_record(job.id)
     if dataset is None:
@@ -185,7 +209,7 @@ def prolog(job):
                            stdin=subprocess.DEVNULL)
         if r.returncode != 0 or not is_mounted(job.mount):
             raise RuntimeError("epochfs exited %d: %s" % (r.returncode, (r.stderr or r.stdout).strip()[-300:]))
-        job.log("mounted %s at %s" % (dataset, job.mount))
+        job.log("mounted %s at %s; %s" % (dataset, job.mount, wait_peers(cfg, job.mount, len(nodes))))
     except Exception as e:  # noqa: BLE001 — any failure: clean up, log, do not drain the node
         job.log("start failed, the job runs without epochfs: %s; cleanup: %s"
                 % (e, ", ".join(stop(job, int(cfg["STOP_TIMEOUT"]))) or "nothing"))

@@ -3,7 +3,7 @@ and munge, installed when missing; munged and slurmctld run in node0 (the head n
 slurmd in every node, each in the node's namespaces and cgroups, so `down` stops them with the
 node's other processes and removes their state with DIR/slurm. Every node's mount namespace
 gets DIR/slurm/hosts over /etc/hosts (nodeI -> its address: the node names in
-SLURM_JOB_NODELIST resolve, as on a cluster). The prolog, epilog and task prolog are the
+SLURM_JOB_NODELIST resolve, as on a cluster) and a /run of its own (a tmpfs). The prolog, epilog and task prolog are the
 package's (tools/packaging/slurm/), through wrappers that point them at the lab's config.
 With --slurm the lab starts no epochfs of its own: jobs do, through the prolog or the sbatch
 recipe (docs/CLUSTER.md). Standard library only.
@@ -23,12 +23,14 @@ SLURM_DIR = "slurm"
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 HOOKS = os.path.join(REPO, "tools", "packaging", "slurm")
 
-# In the node's mount namespace: the mounts holding /etc/hosts and /tmp become private there
-# (non-recursively: DIR/mnt stays shared), so the hosts file bound over /etc/hosts and what jobs
-# mount under /tmp never propagate to the host where / is shared (systemd), then the bind.
-_HOSTS_SETUP = """set -e
+# In the node's mount namespace: the mounts holding /etc/hosts, /tmp and /run become private
+# there (non-recursively: DIR/mnt stays shared), so nothing mounted below them propagates to the
+# host where / is shared (systemd); then the hosts file over /etc/hosts and a /run of the node's
+# own (a tmpfs, as on a real node: daemons' default admin sockets live there and would collide).
+_NODE_SETUP = """set -e
 for p in /etc/hosts /tmp /run; do mount --make-private "$(findmnt -n -o TARGET -T $p)"; done
 mount --bind "$1" /etc/hosts
+mount -t tmpfs -o mode=755,size=64m lab-run /run
 """
 
 
@@ -89,8 +91,8 @@ def _slurm_conf(prefix, p, nodes, cpus):
 def _epochfs_conf(p, epochfs, options):
     """The prolog's site configuration (tools/packaging/slurm/slurm.conf.example's keys)."""
     return ("# cluster-lab: the epochfs Slurm prolog's configuration on this lab\n"
-            "EPOCHFS=%s\nSITE_KEY=%s\nMOUNT_BASE=%s\nSTATE_DIR=%s/%%n\nUCX_TLS=tcp\nOPTIONS=%s\n"
-            % (epochfs, p["site_key"], p["mounts"], p["state"], " ".join(options)))
+            "EPOCHFS=%s\nEPOCHCTL=%s\nSITE_KEY=%s\nMOUNT_BASE=%s\nSTATE_DIR=%s/%%n\nUCX_TLS=tcp\nOPTIONS=%s\n"
+            % (epochfs, os.path.join(os.path.dirname(epochfs), "epochctl"), p["site_key"], p["mounts"], p["state"], " ".join(options)))
 
 
 def _wrapper(p, hook):
@@ -147,7 +149,7 @@ def start(lab, options, wait_s=60):
         os.makedirs(os.path.join(os.path.dirname(p["mounts"]), node["name"]), exist_ok=True)
     lab.state.save()
     for node in lab.nodes:
-        run(lab_node.nsenter_argv(node) + ["sh", "-c", _HOSTS_SETUP, "hosts", p["hosts"]])
+        run(lab_node.nsenter_argv(node) + ["sh", "-c", _NODE_SETUP, "node-setup", p["hosts"]])
     head = lab.nodes[0]
     log("starting munged and slurmctld on %s" % head["name"])
     _in_node(head, ["munged", "--force", "--socket", p["munge_socket"], "--key-file", p["munge_key"],

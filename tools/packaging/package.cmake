@@ -40,6 +40,14 @@ install(CODE "
   list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${unit}\")
 ")
 
+# The Slurm prolog, epilog and task prolog (docs/CLUSTER.md "Slurm: prolog and epilog"),
+# with an example of their site configuration (/etc/epochfs/slurm.conf).
+install(PROGRAMS ${EPOCHFS_PACKAGING_DIR}/slurm/prolog ${EPOCHFS_PACKAGING_DIR}/slurm/epilog
+                 ${EPOCHFS_PACKAGING_DIR}/slurm/task-prolog ${EPOCHFS_PACKAGING_DIR}/slurm/epochfs_slurm.py
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/epochfs/slurm)
+install(FILES ${EPOCHFS_PACKAGING_DIR}/slurm/epochfs-slurm.conf.example
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/epochfs/slurm)
+
 # Docs: README, the reference, the deployment examples; copyright and the
 # changelog where Debian keeps them.
 install(FILES ${CMAKE_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})

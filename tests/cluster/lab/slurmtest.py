@@ -50,16 +50,18 @@ class SlurmLabCase(unittest.TestCase):
 
     # ---- jobs -------------------------------------------------------------------------------
 
-    def job(self, name, script, comment=None, timeout=150):
-        """Runs a batch script (text) to its end; returns (job id, final state, its output)."""
+    def job(self, name, script, comment=None, timeout=150, uid=None):
+        """Runs a batch script (text) to its end, as user `uid` if given; returns (job id, final
+        state, its output)."""
         jobs = os.path.join(self.root, "jobs")
         os.makedirs(jobs, exist_ok=True)
+        os.chmod(jobs, 0o1777)  # a job of another user writes its output here
         path = os.path.join(jobs, name + ".sh")
         with open(path, "w") as f:
             f.write(script)
         out = os.path.join(jobs, name + ".out")
         argv = ["-N", str(NODES), "-o", out, "--time=%d" % (timeout // 60)] + (["--comment=" + comment] if comment else []) + [path]
-        job_id = lab_slurm.submit(self.lab, argv)
+        job_id = lab_slurm.submit(self.lab, argv, uid=uid)
         try:
             state = lab_slurm.wait_job(self.lab, job_id, timeout=timeout)
         except LabError as e:

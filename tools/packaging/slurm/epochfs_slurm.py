@@ -26,6 +26,7 @@ import hashlib
 import hmac
 import json
 import os
+import pwd
 import re
 import shlex
 import signal
@@ -111,6 +112,27 @@ def job_secret(site_key_path, job_id):
     return hmac.new(key, job_id.encode(), hashlib.sha256).hexdigest()
 
 
+def user_can_read(path, uid, gid):
+    """Whether the job's user can list `path` (every directory above it searchable): a root
+    daemon with --allow-other must not expose what the user could not reach. Checked in a child
+    that takes the user's ids (the kernel's own check, not a re-implementation)."""
+    if uid == 0:
+        return os.path.isdir(path)
+    pid = os.fork()
+    if pid == 0:
+        ok = False
+        try:
+            name = pwd.getpwuid(uid).pw_name
+            os.setgroups(os.getgrouplist(name, gid))
+            os.setgid(gid)
+            os.setuid(uid)
+            ok = os.path.isdir(path) and os.access(path, os.R_OK | os.X_OK)
+        except Exception:  # noqa: BLE001 — no such user, or no access: refused
+            ok = False
+        os._exit(0 if ok else 1)
+    return os.waitpid(pid, 0)[1] == 0
+
+
 def is_mounted(path):
     with open("/proc/self/mountinfo") as f:
         return any(line.split()[4] == path for line in f)
@@ -192,6 +214,9 @@ def prolog(job):
         nodes = scontrol("show", "hostnames", nodelist).split()
         if job.node not in nodes:
             raise RuntimeError("%s is not in the job's nodes %s" % (job.node, nodes))
+        uid, gid = int(os.environ.get("SLURM_JOB_UID", -1)), int(os.environ.get("SLURM_JOB_GID", -1))
+        if not os.path.isabs(dataset) or not user_can_read(dataset, uid, gid):
+            raise RuntimeError("dataset %s is not a directory the job's user (uid %d) can read" % (dataset, uid))
         os.makedirs(cfg["STATE_DIR"], mode=0o700, exist_ok=True)
         fd = os.open(job.secret, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:

@@ -113,7 +113,7 @@ def write_files(lab, options):
     d, prefix = lab.state.dir, lab.state.prefix
     p = paths(d)
     for sub in ("", "munge", "ctld", "spool", "run", "log", "state"):
-        os.makedirs(os.path.join(p["dir"], sub), mode=0o755 if sub != "munge" else 0o700, exist_ok=True)
+        os.makedirs(os.path.join(p["dir"], sub), mode=0o755, exist_ok=True)  # munge/: users reach its socket
     _secret_file(p["munge_key"], 128)
     _secret_file(p["site_key"], 32)
     write_text(p["conf"], _slurm_conf(prefix, p, len(lab.nodes), os.cpu_count() or 1))
@@ -179,9 +179,11 @@ def wait_idle(lab, wait_s=60):
         time.sleep(0.3)
 
 
-def submit(lab, argv, node="node0", timeout=60):
-    """sbatch --parsable ARGV on `node` (the lab's SLURM_CONF); returns the job id."""
-    r = lab_node.run_in(lab.node(node), ["sbatch", "--parsable"] + list(argv), timeout=timeout)
+def submit(lab, argv, node="node0", timeout=60, uid=None):
+    """sbatch --parsable ARGV on `node` (the lab's SLURM_CONF), as user `uid` (and its group
+    of the same number) if given; returns the job id."""
+    user = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups", "--"] if uid is not None else []
+    r = lab_node.run_in(lab.node(node), user + ["sbatch", "--parsable"] + list(argv), timeout=timeout)
     return r.stdout.strip().split(";")[0]
 
 

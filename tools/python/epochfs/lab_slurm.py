@@ -98,7 +98,7 @@ def _epochfs_conf(p, epochfs, options):
 def _wrapper(p, hook):
     return ("#!/bin/sh\n# cluster-lab: the package's %s with the lab's configuration\n"
             "export EPOCHFS_SLURM_CONFIG=%s SLURM_CONF=%s\nexec %s \"$@\"\n"
-            % (hook, p["epochfs_conf"], p["conf"], os.path.join(HOOKS, hook)))
+            % (os.path.basename(hook), p["epochfs_conf"], p["conf"], hook))
 
 
 def _secret_file(path, nbytes):
@@ -118,9 +118,15 @@ def write_files(lab, options):
     _secret_file(p["site_key"], 32)
     write_text(p["conf"], _slurm_conf(prefix, p, len(lab.nodes), os.cpu_count() or 1))
     write_text(p["epochfs_conf"], _epochfs_conf(p, lab.epochfs, options))
+    # The package's hooks, copied: the task prolog runs as the job's user, who may not reach
+    # this checkout (a clone under /root).
+    hooks = os.path.join(p["dir"], "hooks")
+    os.makedirs(hooks, mode=0o755, exist_ok=True)
+    for name in ("prolog", "epilog", "task-prolog", "epochfs_slurm.py"):
+        shutil.copy(os.path.join(HOOKS, name), hooks)
     for hook in ("prolog", "epilog", "task-prolog"):
         path = os.path.join(p["dir"], hook)
-        write_text(path, _wrapper(p, hook))
+        write_text(path, _wrapper(p, os.path.join(hooks, hook)))
         os.chmod(path, 0o755)
     hosts = (read_text("/etc/hosts") or "127.0.0.1 localhost\n").rstrip("\n") + "\n# cluster-lab %s\n" % prefix
     hosts += "".join("%s node%d\n" % (lab_net.node_address(i), i) for i in range(len(lab.nodes)))

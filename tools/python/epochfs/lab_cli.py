@@ -20,6 +20,8 @@ USAGE = """cluster-lab: a cluster of epochfs nodes on one machine (docs/LAB.md)
   cluster-lab fault [--dir DIR] NODE cut|restore|kill|freeze|thaw
   cluster-lab capacity [--files N] [--nodes N] [--epochs N] [--json]
   cluster-lab bench [--link RATE] [--repeats N] [--json]
+  cluster-lab run [--sampler distributed|order|locality] [--source] [--ranks-per-node K] [--epochs E] [--json]
+  cluster-lab paper [--nodes 1,2,4,8] [--files N] [--json FILE] [--png DIR]
 
 Every subcommand takes --help. Needs root, /dev/fuse, `ip netns` and cgroups.
 """
@@ -146,7 +148,17 @@ def _capacity(argv):
     return lab_capacity.main(argv)
 
 
-COMMANDS = {"up": _up, "status": _status, "down": _down, "exec": _exec, "bench": _bench,
+def _run(argv):
+    from . import lab_paper
+    return lab_paper.main_run(argv)
+
+
+def _paper(argv):
+    from . import lab_paper
+    return lab_paper.main_paper(argv)
+
+
+COMMANDS = {"run": _run, "paper": _paper, "up": _up, "status": _status, "down": _down, "exec": _exec, "bench": _bench,
             "capacity": _capacity, "fault": _fault}
 
 

@@ -1,0 +1,344 @@
+"""`cluster-lab run` and `cluster-lab paper`: the seed paper's experiment (docs/LAB.md,
+"The paper's experiment") with real daemons on the lab, beside the model's terms.
+
+`run`: an epoch workload on a lab that is up: K ranks per node (reader processes inside the
+node, epochfs.lab_reader), each reading its share of every epoch in the order of
+- `distributed`: torch's DistributedSampler, unchanged (a permutation seeded seed+epoch,
+  padded to a multiple of the world size, every world-th index from the rank; set_epoch each
+  epoch), reproduced in the standard library (torch is not installed here);
+- `order`: the same, with each rank's order registered in its node's daemon before the epoch
+  (`epochctl order --epoch E --rank R`: peer prefetch with the order known);
+- `locality`: the paper's locality-aware assignment (epochfs.locality.assign_global_batch,
+  what LocalityAwareSampler does per global batch), owners from the daemon's placement map;
+- `direct` (`--source`): DistributedSampler straight from the lab's source, no epochfs.
+Per epoch: loading time, source bytes (inotify opens x sizes), link bytes (the nodes' veths),
+CPU busy share of the host (/proc/stat). Standard library only.
+
+`paper`: for each p, a fresh lab per case (direct, local, cluster, cluster-order, locality),
+epochs 1..E, and the model's figure for each epoch; JSON and (matplotlib) pictures.
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+import time
+
+from . import lab_node, lab_workload
+from .lab import Lab
+from .lab_down import down
+from .lab_util import ArgParser, LabError, log, parse_rate
+
+CASES = ("direct", "local", "cluster", "cluster-order", "locality")
+TCP_PAYLOAD = 1448 / 1514  # what TCP carries of a tbf rate at MTU 1500 (docs/LAB.md)
+SATURATED = 0.90           # host CPU busy share above which a figure is marked saturated
+
+
+def distributed_indices(n, rank, world, seed, epoch):
+    """torch.utils.data.DistributedSampler(shuffle=True, drop_last=False) after set_epoch(epoch),
+    as tests/cluster/lab/slurm_reader.py reproduces it."""
+    order = list(range(n))
+    random.Random(seed + epoch).shuffle(order)
+    order += order[:(-n) % world]
+    return order[rank::world]
+
+
+def global_sequence(n, world, seed, epoch):
+    order = list(range(n))
+    random.Random(seed + epoch).shuffle(order)
+    return order + order[:(-n) % world]
+
+
+def locality_indices(n, world, ranks_per_node, local_batch, owners, seed, epoch):
+    """Per rank: the samples of each global batch (local_batch x world positions of the
+    DistributedSampler sequence) that the paper's assignment gives it; b = moved / samples."""
+    from .locality import assign_global_batch
+    seq = global_sequence(n, world, seed, epoch)
+    g = local_batch * world
+    learner_nodes = [r // ranks_per_node for r in range(world)]
+    out, moved = [[] for _ in range(world)], 0
+    for b in range(0, len(seq), g):
+        batch = seq[b:b + g]
+        keep, info = assign_global_batch([owners[i] for i in batch], learner_nodes)
+        moved += info["moved"]
+        for r, positions in enumerate(keep):
+            out[r].extend(batch[j] for j in positions)
+    return out, moved / len(seq)
+
+
+class CpuBusy:
+    """The host's busy share between start() and stop(), from /proc/stat."""
+
+    @staticmethod
+    def _read():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        idle = v[3] + (v[4] if len(v) > 4 else 0)
+        return sum(v), idle
+
+    def start(self):
+        self.t0 = self._read()
+
+    def stop(self):
+        t1 = self._read()
+        total, idle = t1[0] - self.t0[0], t1[1] - self.t0[1]
+        return 1 - idle / total if total else 0.0
+
+
+def _epochctl(lab, node, args):
+    r = subprocess.run([lab.doc["config"]["epochctl"]] + args[:1] + [node["mountpoint"]] + args[1:],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise LabError("epochctl %s on %s: %s" % (args[0], node["name"], (r.stderr or r.stdout).strip()))
+    return r.stdout
+
+
+def owners_of(lab, files):
+    from . import admin
+    _, owners = admin.placement(lab.nodes[0]["mountpoint"])
+    return [owners.get(f, -1) for f in files]
+
+
+def run_epochs(lab, dataset, sampler="distributed", ranks_per_node=2, epochs=3, seed=0,
+               threads=4, local_batch=32, direct=False, say=log):
+    """The epochs of one case on a lab that is up; returns one dict of figures per epoch."""
+    files = sorted(dataset)
+    n, p = len(files), len(lab.nodes)
+    world = p * ranks_per_node
+    counters = lab_workload.Counters(lab, lab_workload.source_counter(lab.source["path"]), dataset)
+    env = {"PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    out = []
+    for e in range(epochs):
+        b = None
+        if sampler == "locality":
+            per_rank, b = locality_indices(n, world, ranks_per_node, local_batch,
+                                           owners_of(lab, files), seed, e)
+        else:
+            per_rank = [distributed_indices(n, r, world, seed, e) for r in range(world)]
+        if sampler == "order":
+            for r in range(world):
+                node = lab.nodes[r // ranks_per_node]
+                with tempfile.NamedTemporaryFile("w", dir=lab.state.dir, suffix=".order") as f:
+                    f.write("\n".join(files[i] for i in per_rank[r]) + "\n")
+                    f.flush()
+                    _epochctl(lab, node, ["order", "--epoch", str(e), "--rank", str(r), f.name])
+        lab_workload.drop_caches()
+        counters.opens.take()
+        cpu = CpuBusy()
+        cpu.start()
+        before = counters.snapshot()
+        handles = []
+        for r in range(world):
+            node = lab.nodes[r // ranks_per_node]
+            root = lab.source["path"] if direct else node["mountpoint"]
+            fd, listing = tempfile.mkstemp(prefix="lab-order-", dir=lab.state.dir)
+            with os.fdopen(fd, "w") as f:
+                f.write("\n".join(files[i] for i in per_rank[r]) + "\n")
+            argv = lab_workload.READER + ["--root", root, "--list", listing, "--threads", str(threads)]
+            o = tempfile.TemporaryFile(mode="w+", dir=lab.state.dir)
+            handles.append(("%s.rank%d" % (node["name"], r),
+                            lab_node.popen(node, argv, env=env, stdout=o, stderr=subprocess.STDOUT),
+                            listing, o))
+        reads = lab_workload.collect(handles)
+        fig = counters.since(before)
+        busy = cpu.stop()
+        fig.update(epoch=e + 1, cpu_busy=busy, cpu_saturated=busy >= SATURATED,
+                   bytes_read=sum(r.get("bytes", 0) for rs in reads.values() for r in rs),
+                   reads=sum(len(rs) for rs in reads.values()),
+                   bad_reads=len(lab_workload.check_reads(reads, dataset)) if _has_sha(dataset) else None,
+                   balance_fraction=b)
+        out.append(fig)
+        say("  epoch %d: %.1f s, source %.3f D, link %.1f MiB, cpu %.0f%%%s" % (
+            e + 1, fig["seconds"], fig["source_bytes"] / sum(s for s, _ in dataset.values()),
+            fig["link_bytes"] / 2**20, 100 * busy, " (saturated)" if fig["cpu_saturated"] else ""))
+    return out
+
+
+def _has_sha(dataset):
+    return all(h for _, h in dataset.values())
+
+
+def source_dataset(lab, hashes=False):
+    src, out = lab.source["path"], {}
+    for d, _, fs in os.walk(src):
+        for f in fs:
+            path = os.path.join(d, f)
+            h = None
+            if hashes:
+                import hashlib
+                with open(path, "rb") as fh:
+                    h = hashlib.sha1(fh.read()).hexdigest()
+            out[os.path.relpath(path, src)] = (os.path.getsize(path), h)
+    return out
+
+
+# ---- the model's figure per case ------------------------------------------------------------
+
+def model_seconds(case, epoch, p, d, r, n_link, cache_per_node, b=None):
+    """Loading time of one epoch by the paper's terms (U taken as unbounded: no compute, no
+    decode). d bytes, r source bytes/s, n_link one node's link payload bytes/s, Rc = Rb = p*N."""
+    direct = d / r
+    if case == "direct" or epoch == 1:
+        return direct
+    a = min(1.0, p * cache_per_node / d)
+    if case == "local":  # a node holds what it has read, up to its cache: min(C, (epoch-1)·D/p)
+        held = min(cache_per_node, (epoch - 1) * d / p)
+        return max(0.0, 1 - held / d) * d / r
+    rc = p * n_link
+    if case == "locality":
+        return (1 - a) * d / r + a * d * (b or 0.0) / rc
+    return (1 - a) * d / r + a * d / rc * (p - 1) / p
+
+
+# ---- the local case: epochfs on every node, no cluster --------------------------------------
+
+class LocalLab(Lab):
+    """A lab whose daemons each get a hostfile naming only themselves: every node caches what
+    it reads, nothing is shared."""
+
+    def _make(self, data, options, wait_s):
+        """Lab._make, each daemon started with a hostfile of its own node only."""
+        from . import lab_net
+        start = lab_node.start_daemon
+
+        def start_alone(doc, node, epochfs, opts):
+            own = os.path.join(self.state.dir, "hostfile-%s" % node["name"])
+            with open(own, "w") as f:
+                f.write("%s:%d\n" % (node["address"], lab_net.PORT))
+            start(dict(doc, hostfile=own), node, epochfs, opts)
+
+        lab_node.start_daemon = start_alone
+        try:
+            super()._make(data, options, wait_s)
+        finally:
+            lab_node.start_daemon = start
+
+    def wait_cluster(self, wait_s=90, nodes=None):
+        deadline = time.monotonic() + wait_s
+        while not all(self.live_members(n) == 1 for n in nodes or self.nodes):
+            if time.monotonic() > deadline:
+                raise LabError("the local daemons did not come up")
+            time.sleep(0.2)
+
+
+# ---- paper ------------------------------------------------------------------------------------
+
+def paper(node_counts=(1, 2, 4, 8), files=2000, epochs=3, link=25_000_000, source_s=10.5,
+          ranks_per_node=2, local_batch=32, threads=4, workdir="/var/tmp", json_path=None,
+          cases=CASES, say=log):
+    root = tempfile.mkdtemp(prefix="epochfs-lab-paper-", dir=workdir)
+    try:
+        data = os.path.join(root, "data")
+        dataset = lab_workload.make_dataset(data, files)
+        d = sum(s for s, _ in dataset.values())
+        r = int(d / source_s)
+        n_link = link * TCP_PAYLOAD
+        doc = {"dataset_bytes": d, "files": files,
+               "rates": {"source_bytes_per_s": r, "link_bytes_per_s": link,
+                         "link_payload_bytes_per_s": n_link, "D_over_R_s": d / r,
+                         "ranks_per_node": ranks_per_node, "local_batch": local_batch,
+                         "reader_threads": threads, "node_memory": "1.5 D/p",
+                         "ram_cache": "1.1 D/p (bytes, --ram-cache)", "disk_tier": None,
+                         "U": "unbounded (no compute, no decode)"},
+               "runs": [], "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        say("D = %.1f MiB in %d files; source %.1f MiB/s (D/R = %.1f s); links %d bit/s"
+            % (d / 2**20, files, r / 2**20, d / r, link * 8))
+        t_all = time.monotonic()
+        for p in node_counts:
+            memory = max(64 << 20, int(1.5 * d / p))
+            cache = int(1.1 * d / p)
+            for case in cases:
+                say("p = %d, %s" % (p, case))
+                cls = LocalLab if case == "local" else Lab
+                opts = ["--ram-cache", str(cache)]
+                lab = cls.up(data, p, directory=os.path.join(root, "lab"), link=link, source_bw=r,
+                             node_memory=memory, epochfs_options=opts)
+                try:
+                    figs = run_epochs(lab, dataset, sampler={"cluster-order": "order", "locality": "locality"}
+                                      .get(case, "distributed"), ranks_per_node=ranks_per_node,
+                                      epochs=epochs, threads=threads, local_batch=local_batch,
+                                      direct=case == "direct", say=say)
+                finally:
+                    down(lab.state.dir, verbose=False)
+                for f in figs:
+                    doc["runs"].append({
+                        "nodes": p, "case": case, "epoch": f["epoch"], "seconds": f["seconds"],
+                        "source_bytes": f["source_bytes"], "device_bytes": f["device_bytes"],
+                        "link_bytes": f["link_bytes"], "bytes_read": f["bytes_read"],
+                        "files_read_twice": f["files_read_twice"], "bad_reads": f["bad_reads"],
+                        "balance_fraction": f["balance_fraction"], "cpu_busy": f["cpu_busy"],
+                        "cpu_saturated": f["cpu_saturated"], "cache_per_node": cache,
+                        "model_seconds": model_seconds(case, f["epoch"], p, d, r, n_link, cache,
+                                                       f["balance_fraction"])})
+                doc["elapsed_s"] = time.monotonic() - t_all
+                if json_path:
+                    _write_json(json_path, doc)
+        return doc
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _write_json(path, doc):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(tmp, path)
+
+
+def main_run(argv):
+    ap = ArgParser(prog="cluster-lab run", description=__doc__,
+                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", default=os.environ.get("EPOCHFS_LAB_DIR", "/var/tmp/epochfs-lab"))
+    ap.add_argument("--sampler", choices=("distributed", "order", "locality"), default="distributed")
+    ap.add_argument("--source", action="store_true", help="read straight from the source (direct)")
+    ap.add_argument("--ranks-per-node", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=4, help="reader threads per rank (loader workers)")
+    ap.add_argument("--local-batch", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--check", action="store_true", help="check every read's SHA-1 against the source")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    lab = Lab.load(a.dir)
+    dataset = source_dataset(lab, hashes=a.check)
+    figs = run_epochs(lab, dataset, a.sampler, a.ranks_per_node, a.epochs, a.seed, a.threads,
+                      a.local_batch, direct=a.source)
+    d = sum(s for s, _ in dataset.values())
+    if a.json:
+        print(json.dumps({"dataset_bytes": d, "nodes": len(lab.nodes), "epochs": figs}, indent=1))
+    else:
+        for f in figs:
+            print("epoch %d: %.2f s, source %.3f D, link %.1f MiB, %d reads%s, cpu busy %.0f%%%s" % (
+                f["epoch"], f["seconds"], f["source_bytes"] / d, f["link_bytes"] / 2**20, f["reads"],
+                "" if f["bad_reads"] is None else ", %d wrong" % f["bad_reads"], 100 * f["cpu_busy"],
+                " (saturated)" if f["cpu_saturated"] else ""))
+    return 0
+
+
+def main_paper(argv):
+    ap = ArgParser(prog="cluster-lab paper", description=__doc__,
+                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", default="1,2,4,8")
+    ap.add_argument("--files", type=int, default=2000)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--link", default="200mbit")
+    ap.add_argument("--source-seconds", type=float, default=10.5, help="D/R (default %(default)s)")
+    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--json", dest="json_path", default=None, metavar="FILE")
+    ap.add_argument("--png", default=None, metavar="DIR")
+    a = ap.parse_args(argv)
+    cases = a.cases.split(",")
+    if any(c not in CASES for c in cases):
+        raise LabError("--cases: one of %s" % ", ".join(CASES))
+    doc = paper([int(x) for x in a.nodes.split(",")], a.files, a.epochs, parse_rate(a.link),
+                a.source_seconds, threads=a.threads, json_path=a.json_path, cases=cases)
+    if a.png:
+        from . import lab_paper_plot
+        lab_paper_plot.plot(doc, a.png)
+    if not a.json_path:
+        print(json.dumps(doc, indent=1))
+    return 0

@@ -254,7 +254,8 @@ def paper(node_counts=(1, 2, 4, 8), files=2000, epochs=3, link=25_000_000, sourc
                 say("p = %d, %s" % (p, case))
                 cls = LocalLab if case == "local" else Lab
                 opts = ["--ram-cache", str(cache)]
-                lab = cls.up(data, p, directory=os.path.join(root, "lab"), link=link, source_bw=r,
+                lab_dir = os.path.join(root, "lab-%d-%s" % (p, case))
+                lab = cls.up(data, p, directory=lab_dir, link=link, source_bw=r,
                              node_memory=memory, epochfs_options=opts)
                 try:
                     figs = run_epochs(lab, dataset, sampler={"cluster-order": "order", "locality": "locality"}
@@ -263,6 +264,7 @@ def paper(node_counts=(1, 2, 4, 8), files=2000, epochs=3, link=25_000_000, sourc
                                       direct=case == "direct", say=say)
                 finally:
                     down(lab.state.dir, verbose=False)
+                    shutil.rmtree(lab_dir, ignore_errors=True)  # LocalLab's own hostfiles
                 for f in figs:
                     doc["runs"].append({
                         "nodes": p, "case": case, "epoch": f["epoch"], "seconds": f["seconds"],

@@ -1,0 +1,143 @@
+"""Pictures and the table of `cluster-lab paper`'s JSON (docs/LAB.md, "The paper's experiment"):
+
+    python3 -m epochfs.lab_paper_plot FILE.json --png DIR [--table]
+
+- lab-paper-loading.png: steady-state loading time (mean of epochs 2..E) vs p, measured points
+  over the model's lines, one colour per case; hollow markers: taken with the CPU saturated;
+- lab-paper-link.png: link bytes per epoch (steady state, in D) per case and p;
+- lab-paper-source.png: source bytes per epoch (in D) per case, one panel per p.
+matplotlib for the pictures; the table is plain text.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+COLOURS = {"direct": "tab:red", "local": "tab:orange", "cluster": "tab:blue",
+           "cluster-order": "tab:purple", "locality": "tab:green"}
+
+
+def steady(doc):
+    """{(case, p): {"seconds", "model", "link", "source", "saturated"}} over epochs >= 2."""
+    out = {}
+    for r in doc["runs"]:
+        if r["epoch"] < 2:
+            continue
+        k = (r["case"], r["nodes"])
+        s = out.setdefault(k, {"seconds": [], "model": [], "link": [], "source": [], "saturated": False})
+        s["seconds"].append(r["seconds"])
+        s["model"].append(r["model_seconds"])
+        s["link"].append(r["link_bytes"])
+        s["source"].append(r["source_bytes"])
+        s["saturated"] |= bool(r["cpu_saturated"])
+    for s in out.values():
+        for f in ("seconds", "model", "link", "source"):
+            s[f] = sum(s[f]) / len(s[f])
+    return out
+
+
+def table(doc, out=sys.stdout):
+    d = doc["dataset_bytes"]
+    w = out.write
+    w("| p | case | epoch | seconds | model s | measured / model | source (D) | link (D) | CPU busy |\n")
+    w("|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
+    for r in doc["runs"]:
+        ratio = "%.2f" % (r["seconds"] / r["model_seconds"]) if r["model_seconds"] > 0.05 else "-"
+        w("| %d | %s | %d | %.2f | %.2f | %s | %.3f | %.3f | %.0f %%%s |\n" % (
+            r["nodes"], r["case"], r["epoch"], r["seconds"], r["model_seconds"], ratio,
+            r["source_bytes"] / d, r["link_bytes"] / d, 100 * r["cpu_busy"],
+            " **saturated**" if r["cpu_saturated"] else ""))
+
+
+def plot(doc, directory):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    os.makedirs(directory, exist_ok=True)
+    d = doc["dataset_bytes"]
+    st = steady(doc)
+    cases = [c for c in COLOURS if any(k[0] == c for k in st)]
+    ps = sorted({k[1] for k in st})
+    paths = []
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    for c in cases:
+        xs = [p for p in ps if (c, p) in st]
+        ax.plot(xs, [st[(c, p)]["model"] for p in xs], "-", color=COLOURS[c], alpha=0.6,
+                label="%s: model" % c)
+        for p in xs:
+            s = st[(c, p)]
+            ax.plot([p], [s["seconds"]], "o", color=COLOURS[c],
+                    markerfacecolor="none" if s["saturated"] else COLOURS[c], markersize=8)
+        ax.plot([], [], "o", color=COLOURS[c], label="%s: measured" % c)
+    ax.plot([], [], "o", color="grey", markerfacecolor="none", label="CPU saturated")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ps)
+    ax.set_xticklabels([str(p) for p in ps])
+    ax.set_xlabel("nodes p (2 ranks each)")
+    ax.set_ylabel("loading time per epoch, epochs 2-%d (s)" % max(r["epoch"] for r in doc["runs"]))
+    ax.set_title("Lab: D = %.0f MiB, D/R = %.1f s, links 200 Mbit/s" % (d / 2**20, doc["rates"]["D_over_R_s"]))
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    paths.append(os.path.join(directory, "lab-paper-loading.png"))
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    width = 0.8 / max(1, len(cases))
+    for i, c in enumerate(cases):
+        xs = [j + i * width for j, p in enumerate(ps) if (c, p) in st]
+        ax.bar(xs, [st[(c, p)]["link"] / d for p in ps if (c, p) in st], width, color=COLOURS[c], label=c)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(ps))])
+    ax.set_xticklabels(["p = %d" % p for p in ps])
+    ax.set_ylabel("link bytes per epoch, epochs 2+ (D)")
+    ax.set_title("Bytes on the nodes' links (veth counters)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    paths.append(os.path.join(directory, "lab-paper-link.png"))
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, len(ps), figsize=(3 * len(ps), 3.4), sharey=True, squeeze=False)
+    epochs = sorted({r["epoch"] for r in doc["runs"]})
+    for ax, p in zip(axes[0], ps):
+        for i, c in enumerate(cases):
+            ys = [next((r["source_bytes"] / d for r in doc["runs"] if r["case"] == c and r["nodes"] == p
+                        and r["epoch"] == e), 0) for e in epochs]
+            ax.bar([e + (i - len(cases) / 2 + 0.5) * 0.15 for e in epochs], ys, 0.15, color=COLOURS[c],
+                   label=c)
+        ax.set_title("p = %d" % p)
+        ax.set_xlabel("epoch")
+        ax.set_xticks(epochs)
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("source bytes (D, inotify)")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    paths.append(os.path.join(directory, "lab-paper-source.png"))
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+    return paths
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python3 -m epochfs.lab_paper_plot", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("json")
+    ap.add_argument("--png", metavar="DIR")
+    ap.add_argument("--table", action="store_true")
+    a = ap.parse_args(argv)
+    with open(a.json) as f:
+        doc = json.load(f)
+    if a.table:
+        table(doc)
+    if a.png:
+        for p in plot(doc, a.png):
+            print("wrote %s" % p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

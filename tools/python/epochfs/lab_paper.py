@@ -118,6 +118,11 @@ def run_epochs(lab, dataset, sampler="distributed", ranks_per_node=2, epochs=3, 
                                            owners_of(lab, files), seed, e)
         else:
             per_rank = [distributed_indices(n, r, world, seed, e) for r in range(world)]
+        lab_workload.drop_caches()
+        counters.opens.take()
+        cpu = CpuBusy()
+        cpu.start()
+        before = counters.snapshot()
         if sampler == "order":
             for r in range(world):
                 node = lab.nodes[r // ranks_per_node]
@@ -125,11 +130,6 @@ def run_epochs(lab, dataset, sampler="distributed", ranks_per_node=2, epochs=3, 
                     f.write("\n".join(files[i] for i in per_rank[r]) + "\n")
                     f.flush()
                     _epochctl(lab, node, ["order", "--epoch", str(e), "--rank", str(r), f.name])
-        lab_workload.drop_caches()
-        counters.opens.take()
-        cpu = CpuBusy()
-        cpu.start()
-        before = counters.snapshot()
         handles = []
         for r in range(world):
             node = lab.nodes[r // ranks_per_node]

@@ -223,6 +223,29 @@ def plot(rows, path, title):
     plt.close(fig)
 
 
+def lab_inputs(path):
+    """Measured inputs from `cluster-lab paper --json FILE` (docs/LAB.md), in samples:
+    D = the files; R = D / the mean `direct` epoch (every p, every epoch: the shared source's
+    rate as read); N = the median per-node receive rate of `cluster` in epochs 2+ at p >= 2
+    (link bytes / p / seconds, in files of the dataset's mean size). U is not measured there
+    (no decode), so it stays as given."""
+    import json
+    import statistics
+    with open(path) as f:
+        doc = json.load(f)
+    files = doc.get("files") or doc["rates"].get("files")
+    size = doc["dataset_bytes"] / files
+    direct = [r["seconds"] for r in doc["runs"] if r["case"] == "direct"]
+    recv = [r["link_bytes"] / r["nodes"] / r["seconds"] for r in doc["runs"]
+            if r["case"] == "cluster" and r["epoch"] >= 2 and r["nodes"] >= 2 and r["seconds"] > 0]
+    out = {"D": float(files)}
+    if direct:
+        out["R"] = files / statistics.mean(direct)
+    if recv:
+        out["N"] = statistics.median(recv) / size
+    return out
+
+
 def main(argv=None, prog="epochfs-model"):
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     ap.add_argument("--paper", action="store_true", help="print the paper reproduction tables")
@@ -243,7 +266,14 @@ def main(argv=None, prog="epochfs-model"):
     ap.add_argument("--per-node", type=int, default=4, help="learners per node (default 4)")
     ap.add_argument("--max-nodes", type=int, default=256)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--from-lab", metavar="FILE",
+                    help="take D, R and N as measured by `cluster-lab paper --json FILE` (docs/LAB.md)")
     args = ap.parse_args(argv)
+    if args.from_lab:
+        measured = lab_inputs(args.from_lab)
+        for k, v in measured.items():
+            setattr(args, k, v)
+        print("from %s: %s\n" % (args.from_lab, ", ".join("%s=%.4g" % kv for kv in sorted(measured.items()))))
     if args.paper:
         paper_report(seed=args.seed)
         print()

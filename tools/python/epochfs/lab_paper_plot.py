@@ -50,6 +50,33 @@ def table(doc, out=sys.stdout):
             " **saturated**" if r["cpu_saturated"] else ""))
 
 
+def summary(doc, out=sys.stdout):
+    """One row per (p, case): seconds per epoch, the model's steady state and the ratio,
+    source bytes per epoch and link bytes (steady) in D, the highest CPU busy share."""
+    d = doc["dataset_bytes"]
+    w = out.write
+    w("| p | case | seconds, epoch 1 / 2 / 3 | model, epochs 2+ | measured / model | "
+      "source (D), epoch 1 / 2 / 3 | link (D), epochs 2+ | CPU busy (max) |\n")
+    w("|---:|---|---:|---:|---:|---:|---:|---:|\n")
+    st = steady(doc)
+    seen = []
+    for r in doc["runs"]:
+        if (r["nodes"], r["case"]) not in seen:
+            seen.append((r["nodes"], r["case"]))
+    for p, c in seen:
+        rs = sorted((r for r in doc["runs"] if r["nodes"] == p and r["case"] == c), key=lambda r: r["epoch"])
+        s = st.get((c, p))
+        busy = max(r["cpu_busy"] for r in rs)
+        sat = [str(r["epoch"]) for r in rs if r["cpu_saturated"]]
+        w("| %d | %s | %s | %s | %s | %s | %s | %.0f %%%s |\n" % (
+            p, c, " / ".join("%.1f" % r["seconds"] for r in rs),
+            "%.2f" % s["model"] if s else "-",
+            "%.2f" % (s["seconds"] / s["model"]) if s and s["model"] > 0.05 else "-",
+            " / ".join("%.3f" % (r["source_bytes"] / d) for r in rs),
+            "%.3f" % (s["link"] / d) if s else "-", 100 * busy,
+            " **saturated** (epoch %s)" % ",".join(sat) if sat else ""))
+
+
 def plot(doc, directory):
     import matplotlib
     matplotlib.use("Agg")
@@ -127,12 +154,15 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json")
     ap.add_argument("--png", metavar="DIR")
-    ap.add_argument("--table", action="store_true")
+    ap.add_argument("--table", action="store_true", help="every run's row")
+    ap.add_argument("--summary", action="store_true", help="one row per p and case")
     a = ap.parse_args(argv)
     with open(a.json) as f:
         doc = json.load(f)
     if a.table:
         table(doc)
+    if a.summary:
+        summary(doc)
     if a.png:
         for p in plot(doc, a.png):
             print("wrote %s" % p)

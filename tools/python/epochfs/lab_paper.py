@@ -30,7 +30,7 @@ import time
 from . import lab_node, lab_workload
 from .lab import Lab
 from .lab_down import down
-from .lab_util import ArgParser, LabError, log, parse_rate
+from .lab_util import ArgParser, LabError, log, parse_rate, parse_size
 
 CASES = ("direct", "local", "cluster", "cluster-order", "locality")
 TCP_PAYLOAD = 1448 / 1514  # what TCP carries of a tbf rate at MTU 1500 (docs/LAB.md)
@@ -228,7 +228,7 @@ class LocalLab(Lab):
 
 def paper(node_counts=(1, 2, 4, 8), files=2000, epochs=3, link=25_000_000, source_s=10.5,
           ranks_per_node=2, local_batch=32, threads=4, workdir="/var/tmp", json_path=None,
-          cases=CASES, say=log):
+          cases=CASES, headroom=0, say=log):
     root = tempfile.mkdtemp(prefix="epochfs-lab-paper-", dir=workdir)
     try:
         data = os.path.join(root, "data")
@@ -242,13 +242,14 @@ def paper(node_counts=(1, 2, 4, 8), files=2000, epochs=3, link=25_000_000, sourc
                          "ranks_per_node": ranks_per_node, "local_batch": local_batch,
                          "reader_threads": threads, "node_memory": "1.5 D/p",
                          "ram_cache": "1.1 D/p (bytes, --ram-cache)", "disk_tier": None,
+                         "node_memory_headroom": headroom,
                          "U": "unbounded (no compute, no decode)"},
                "runs": [], "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         say("D = %.1f MiB in %d files; source %.1f MiB/s (D/R = %.1f s); links %d bit/s"
             % (d / 2**20, files, r / 2**20, d / r, link * 8))
         t_all = time.monotonic()
         for p in node_counts:
-            memory = max(64 << 20, int(1.5 * d / p))
+            memory = max(64 << 20, int(1.5 * d / p) + headroom)
             cache = int(1.1 * d / p)
             for case in cases:
                 say("p = %d, %s" % (p, case))
@@ -258,6 +259,10 @@ def paper(node_counts=(1, 2, 4, 8), files=2000, epochs=3, link=25_000_000, sourc
                 lab = cls.up(data, p, directory=lab_dir, link=link, source_bw=r,
                              node_memory=memory, epochfs_options=opts)
                 try:
+                    from .lab_capacity import daemon_ram_cache
+                    ram_cache, memory_limit = daemon_ram_cache(lab, lab.nodes[0])
+                    say("  node0's daemon: RAM tier %.1f MiB of a %.1f MiB memory limit"
+                        % (ram_cache / 2**20, memory_limit / 2**20))
                     figs = run_epochs(lab, dataset, sampler={"cluster-order": "order", "locality": "locality"}
                                       .get(case, "distributed"), ranks_per_node=ranks_per_node,
                                       epochs=epochs, threads=threads, local_batch=local_batch,
@@ -273,6 +278,7 @@ def paper(node_counts=(1, 2, 4, 8), files=2000, epochs=3, link=25_000_000, sourc
                         "files_read_twice": f["files_read_twice"], "bad_reads": f["bad_reads"],
                         "balance_fraction": f["balance_fraction"], "cpu_busy": f["cpu_busy"],
                         "cpu_saturated": f["cpu_saturated"], "cache_per_node": cache,
+                        "node_memory": memory, "daemon_ram_cache": ram_cache,
                         "model_seconds": model_seconds(case, f["epoch"], p, d, r, n_link, cache,
                                                        f["balance_fraction"])})
                 doc["elapsed_s"] = time.monotonic() - t_all
@@ -330,6 +336,7 @@ def main_paper(argv):
     ap.add_argument("--link", default="200mbit")
     ap.add_argument("--source-seconds", type=float, default=10.5, help="D/R (default %(default)s)")
     ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--headroom", default="0", help="memory added to each node's 1.5 D/p (default 0)")
     ap.add_argument("--json", dest="json_path", default=None, metavar="FILE")
     ap.add_argument("--png", default=None, metavar="DIR")
     a = ap.parse_args(argv)
@@ -337,7 +344,8 @@ def main_paper(argv):
     if any(c not in CASES for c in cases):
         raise LabError("--cases: one of %s" % ", ".join(CASES))
     doc = paper([int(x) for x in a.nodes.split(",")], a.files, a.epochs, parse_rate(a.link),
-                a.source_seconds, threads=a.threads, json_path=a.json_path, cases=cases)
+                a.source_seconds, threads=a.threads, json_path=a.json_path, cases=cases,
+                headroom=parse_size(a.headroom) if a.headroom != "0" else 0)
     if a.png:
         from . import lab_paper_plot
         lab_paper_plot.plot(doc, a.png)

@@ -223,6 +223,24 @@ def plot(rows, path, title):
     plt.close(fig)
 
 
+def from_lab_argv(argv):
+    """tools/epochfs-model's --from-lab FILE: argv with it replaced by --D/--R/--N from the
+    file (lab_inputs; given later on the line, they still win), and a line saying so."""
+    argv = list(argv)
+    if "--from-lab" not in argv:
+        return argv, None
+    i = argv.index("--from-lab")
+    if i + 1 >= len(argv):
+        raise SystemExit("epochfs-model: --from-lab needs a FILE")
+    path = argv[i + 1]
+    measured = lab_inputs(path)
+    extra = []
+    for k, v in sorted(measured.items()):
+        extra += ["--" + k, repr(v)]
+    note = "from %s: %s\n" % (path, ", ".join("%s=%.4g" % kv for kv in sorted(measured.items())))
+    return argv[:i] + extra + argv[i + 2:], note
+
+
 def lab_inputs(path):
     """Measured inputs from `cluster-lab paper --json FILE` (docs/LAB.md), in samples:
     D = the files; R = D / the mean `direct` epoch (every p, every epoch: the shared source's
@@ -266,14 +284,7 @@ def main(argv=None, prog="epochfs-model"):
     ap.add_argument("--per-node", type=int, default=4, help="learners per node (default 4)")
     ap.add_argument("--max-nodes", type=int, default=256)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--from-lab", metavar="FILE",
-                    help="take D, R and N as measured by `cluster-lab paper --json FILE` (docs/LAB.md)")
     args = ap.parse_args(argv)
-    if args.from_lab:
-        measured = lab_inputs(args.from_lab)
-        for k, v in measured.items():
-            setattr(args, k, v)
-        print("from %s: %s\n" % (args.from_lab, ", ".join("%s=%.4g" % kv for kv in sorted(measured.items()))))
     if args.paper:
         paper_report(seed=args.seed)
         print()

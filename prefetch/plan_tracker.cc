@@ -53,7 +53,10 @@ std::shared_ptr<const PlanTracker::Streams> PlanTracker::streams() const {
 PlanTracker::Match PlanTracker::nearest(uint64_t fileId, const Eligible& eligible) const {
   Match best;
   best.distance = UINT64_MAX;
-  for (const auto& s : *streams()) {
+  // Held in a local: `for (x : *streams())` would free the list before the
+  // loop body runs (the temporary shared_ptr dies with the range's init).
+  const auto list = streams();
+  for (const auto& s : *list) {
     const auto* positions = s->plan().positionsOf(fileId);
     if (positions == nullptr) continue;
     best.planned = true;
@@ -83,7 +86,8 @@ bool PlanTracker::offPlan(bool planned) {
 
 std::vector<StreamStats> PlanTracker::stats() const {
   std::vector<StreamStats> out;
-  for (const auto& s : *streams()) out.push_back(s->stats());
+  const auto list = streams();
+  for (const auto& s : *list) out.push_back(s->stats());
   return out;
 }
 

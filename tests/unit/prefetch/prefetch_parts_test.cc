@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "cache/chunk_cache.h"
@@ -115,6 +117,26 @@ TEST(PlanTracker, ANewPlanReplacesItsRanksAndRemovalEndsLiveness) {
   t.remove(second);
   EXPECT_TRUE(second->expired());
   EXPECT_FALSE(t.live());
+}
+
+// A lookup keeps the stream list it scans alive while a new plan replaces it
+// (under ASan a scan of the freed list is a heap-use-after-free report).
+TEST(PlanTracker, LookupsRaceNewPlansWithoutTouchingAFreedList) {
+  PlanTracker t(1000);
+  t.set(plan(64), 0);
+  std::atomic<bool> done{false};
+  std::thread planner([&] {
+    for (int i = 0; i < 2000; ++i) t.set(plan(64, 1000, i % 2), 0);
+    done = true;
+  });
+  uint64_t found = 0;
+  while (!done) {
+    for (uint64_t f = 1; f <= 64; f += 7) found += t.nearest(f, nullptr).planned ? 1 : 0;
+    found += t.stats().size();
+  }
+  planner.join();
+  EXPECT_GT(found, 0u);
+  EXPECT_EQ(t.streams()->size(), 2u);
 }
 
 TEST(PlanTracker, DeviationCountsAccessesOffEveryPlanInARow) {

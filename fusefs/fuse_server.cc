@@ -402,7 +402,9 @@ void FuseServer::maybeReadAhead(fuse_ino_t ino, const cache::FileIdentity& id, u
 void FuseServer::onReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
   if (!ns_.valid(ino) || !S_ISDIR(ns_.attr(ino).mode)) return (void)fuse_reply_err(req, ENOTDIR);
   const auto& kids = ns_.children(ino);
-  std::vector<char> buf(size);
+  // Not zero-filled: the kernel asks for up to a megabyte per call and a
+  // std::vector would memset (and fault in) all of it for a few entries.
+  std::unique_ptr<char[]> buf(new char[size]);
   size_t used = 0;
   // Offsets: 1 = ".", 2 = "..", 3 + i = children[i].
   for (size_t pos = static_cast<size_t>(off); pos < kids.size() + 2; ++pos) {
@@ -426,18 +428,18 @@ void FuseServer::onReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
         // "." and ".." carry no entry (the kernel does not look them up).
         ns_.fillStat(child, &e.attr);
       }
-      len = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &e,
+      len = fuse_add_direntry_plus(req, buf.get() + used, size - used, name.c_str(), &e,
                                    static_cast<off_t>(pos + 1));
     } else {
       struct stat st;
       ns_.fillStat(child, &st);
-      len = fuse_add_direntry(req, buf.data() + used, size - used, name.c_str(), &st,
+      len = fuse_add_direntry(req, buf.get() + used, size - used, name.c_str(), &st,
                               static_cast<off_t>(pos + 1));
     }
     if (len > size - used) break;
     used += len;
   }
-  fuse_reply_buf(req, buf.data(), used);
+  fuse_reply_buf(req, buf.get(), used);
 }
 
 void FuseServer::onStatfs(fuse_req_t req, fuse_ino_t) {

@@ -3,11 +3,13 @@
 // through epochfs (see bench_runner.h); `prefetch` measures cold epochs with
 // and without a registered order, and order-aware eviction (see
 // prefetch_bench.h); `peers` puts epochfs beside native, bindfs and rclone
-// (see peers_bench.h).
+// (see peers_bench.h); `env` keeps the throttled benchmark source up for a
+// script (see bench_env.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
 
+#include "tools/epochbench/bench_env.h"
 #include "tools/epochbench/bench_runner.h"
 #include "tools/epochbench/dataset_generator.h"
 #include "tools/epochbench/mount_guard.h"
@@ -146,6 +148,23 @@ int main(int argc, char** argv) {
                     "epochfs --ram-cache (default: files + shards x 1.25 + 256M)");
   peers->add_option("--json", peers_options.json_path, "Also write the results as JSON to FILE");
 
+  epochfs::bench::EnvOptions env_options;
+  CLI::App* env = app.add_subcommand(
+      "env",
+      "Keep the benchmark environment up: DIR copied onto a loop-mounted ext4 source whose reads "
+      "are capped for its cgroup's members; commands on stdin, JSON replies on stdout (needs "
+      "root)");
+  env->add_option("--data", env_options.data, "Dataset directory to copy onto the source")
+      ->required();
+  env->add_option("--rate", env_options.read_bps,
+                  "Read cap of the cgroup's members, bytes/s (e.g. 100M = 100 MiB/s)")
+      ->required();
+  env->add_option("--subdir", env_options.subdir, "The copy's directory under the source's root")
+      ->capture_default_str();
+  env->add_option("--room", env_options.room,
+                  "Free space to leave on the source for files written there later (e.g. 1G)")
+      ->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -155,6 +174,7 @@ int main(int argc, char** argv) {
     }
     if (*prefetch) return epochfs::bench::runPrefetchBenchmark(pf);
     if (*peers) return epochfs::bench::runPeersBenchmark(peers_options);
+    if (*env) return epochfs::bench::runBenchEnv(env_options);
     return epochfs::bench::runBenchmark(run_options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "epochbench: %s\n", e.what());

@@ -5,7 +5,9 @@
 // for the direct case). Everything is undone by the destructor, and by the
 // signal cleanup (mount_guard.h) if the process is interrupted: the cgroup
 // emptied and removed, the ext4 unmounted, the loop device detached and the
-// image deleted. Requires root, mkfs.ext4, losetup and mount.
+// image deleted. Requires root, mkfs.ext4, losetup and mount. Used by
+// `epochbench prefetch --source-throttle` and, through `epochbench env`
+// (bench_env.h), by every benchmark script.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +35,8 @@ class ThrottledSource {
   const std::string& root() const { return root_; }
   BlkioThrottle& throttle() { return *throttle_; }
   uint64_t readBps() const { return read_bps_; }
+  const std::string& loopDevice() const { return loop_device_; }  // "/dev/loopN"
+  const std::string& image() const { return image_; }             // the backing file
   // One line: device, image, limit and cgroup.
   std::string describe() const;
 

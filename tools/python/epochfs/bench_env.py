@@ -1,6 +1,11 @@
-"""The benchmark environment of tools/train-bench: the throttled source (an ext4 image on a
-loop device with a cgroup v1 blkio cap), the FUSE mounts of each case, and the cpu cgroup the
-benchmark runs in. Needs root."""
+"""The benchmark environment of the benchmark scripts (tools/train-bench): the throttled source
+(an ext4 image on a loop device whose reads are capped by the kernel's block-I/O controller),
+the FUSE mounts of each case, and the cpu cgroup the benchmark runs in. Needs root.
+
+The throttled source is made, served and removed by `epochbench env` (the one implementation,
+tools/epochbench/bench_env.h, docs/PERFORMANCE.md "The benchmark environment"); ThrottledSource
+is a client of that process, which lives as long as the pipe to it, so nothing is left behind
+when a script dies."""
 
 import json
 import os
@@ -11,7 +16,17 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-BIN = os.path.join(REPO, "build", "bin")
+
+
+def find_binary(name):
+    """$EPOCHFS_BIN_DIR/name, else this checkout's build/bin/name, else name in PATH."""
+    for d in (os.environ.get("EPOCHFS_BIN_DIR"), os.path.join(REPO, "build", "bin")):
+        if d and os.access(os.path.join(d, name), os.X_OK):
+            return os.path.abspath(os.path.join(d, name))
+    found = shutil.which(name)
+    if not found:
+        raise RuntimeError("%s not found (set EPOCHFS_BIN_DIR, or build with tools/build)" % name)
+    return found
 
 
 def log(*a):
@@ -81,103 +96,100 @@ def move_to_root(cgroup, root):
             pass
 
 
-class Blkio:
-    """A cgroup v1 blkio cgroup capping reads of one device (cf. blkio_throttle.cc)."""
-    ROOT = "/sys/fs/cgroup/blkio"
+class Throttle:
+    """The throttled cgroup of a ThrottledSource: its members' reads of the source's device are
+    capped. A handle on the `epochbench env` process that owns it."""
 
-    def __init__(self, dev, bps):
-        self.dev = "%d:%d" % (os.major(dev), os.minor(dev))
-        self.path = os.path.join(self.ROOT, "train-bench-%d" % os.getpid())
-        os.mkdir(self.path)
-        self._write("blkio.throttle.read_bps_device", "%s %d" % (self.dev, bps))
-
-    def _write(self, name, value):
-        with open(os.path.join(self.path, name), "w") as f:
-            f.write(value)
+    def __init__(self, env, info):
+        self._env = env
+        self.path = info["cgroup"]
+        self.dev = info["device"]
+        self.mechanism = info["mechanism"]
 
     def add(self, pid):
-        self._write("cgroup.procs", str(pid))
+        """Puts process `pid` (and the threads and children it makes later) in the cgroup."""
+        self._env.request("join %d" % pid)
 
-    def remove_all(self):
-        move_to_root(self.path, self.ROOT)
+    def remove(self, pid):
+        """Moves process `pid` back to the cgroup the environment was started from."""
+        self._env.request("leave %d" % pid)
 
     def read_bytes(self):
-        with open(os.path.join(self.path, "blkio.throttle.io_service_bytes")) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) == 3 and parts[0] == self.dev and parts[1] == "Read":
-                    return int(parts[2])
-        return 0
+        """Bytes the members have read from the source's device, as the kernel counts them."""
+        return self._env.request("read-bytes")["bytes"]
 
-    def destroy(self):
-        if not self.path:
-            return
-        for _ in range(100):
-            self.remove_all()
-            try:
-                os.rmdir(self.path)
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            log("could not remove cgroup %s; run: rmdir %s" % (self.path, self.path))
-        self.path = None
+
+class BenchEnv:
+    """One `epochbench env` process (tools/epochbench/bench_env.h): it owns the environment and
+    lives as long as its stdin; one command per line, one JSON reply per line."""
+
+    def __init__(self, data, bps, subdir):
+        cmd = [find_binary("epochbench"), "env", "--data", data, "--rate", str(int(bps)),
+               "--subdir", subdir]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.info = self._reply()
+        if not self.info.get("ok"):
+            self.close()
+            raise RuntimeError("epochbench env: %s" % self.info.get("error"))
+
+    def _reply(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            self.close()
+            raise RuntimeError("epochbench env exited (status %s)" % self.proc.returncode)
+        return json.loads(line)
+
+    def request(self, line):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        reply = self._reply()
+        if not reply.get("ok"):
+            raise RuntimeError("epochbench env: %s: %s" % (line, reply.get("error")))
+        return reply
+
+    def close(self):
+        """Tears the environment down and waits until it is gone."""
+        try:
+            self.proc.stdin.close()  # end of input: the process tears down and exits
+        except OSError:
+            pass
+        self.proc.wait()
+        self.proc.stdout.close()
 
 
 class ThrottledSource:
-    """ext4 image on a loop device (direct I/O on the backing file), mounted, with a blkio cgroup."""
+    """`data` copied onto an ext4 image on a loop device (direct I/O on the backing file), mounted
+    at `root`; reads of the processes put in `cg` capped at `bps` bytes/s. Made and removed by
+    `epochbench env`; this is its client. The copy is at `data` = root/SUBDIR (under a
+    subdirectory: ImageFolder would take ext4's lost+found for a class)."""
 
-    def __init__(self, data, bps):
-        self.scratch = tempfile.mkdtemp(prefix="train-bench-")
-        self.image = os.path.join("/var/tmp", os.path.basename(self.scratch) + ".img")
-        self.root = os.path.join(self.scratch, "src")
-        self.loop = None
-        self.cg = None
-        os.mkdir(self.root)
-        nbytes, nfiles = dataset_bytes(data)
-        with open(self.image, "wb") as f:
-            f.truncate(int(nbytes * 1.3) + (256 << 20))
-        run(["mkfs.ext4", "-q", "-F", "-m", "0", "-N", str(nfiles + 4096), "-E",
-             "lazy_itable_init=0,lazy_journal_init=0", self.image])
-        self.loop = subprocess.run(["losetup", "-f", "--show", "--direct-io=on", self.image],
-                                   check=True, capture_output=True, text=True).stdout.strip()
-        run(["mount", "-t", "ext4", "-o", "noatime", self.loop, self.root])
-        self.mounted = True
-        # Under a subdirectory: ImageFolder would take ext4's lost+found for a class.
-        self.data = os.path.join(self.root, "train")
-        run(["cp", "-a", data, self.data])
-        os.sync()
-        self.cg = Blkio(os.stat(self.loop).st_rdev, bps)
-        self.bps = bps
+    def __init__(self, data, bps, subdir="train"):
+        self.env = BenchEnv(data, bps, subdir)
+        info = self.env.info
+        self.root = info["root"]
+        self.data = info["data"]
+        self.loop = info["loop_device"]
+        self.image = info["image"]
+        self.bps = info["read_bps"]
+        self.cg = Throttle(self.env, info)
 
-    def set_bps(self, bps):
-        self.cg._write("blkio.throttle.read_bps_device", "%s %d" % (self.cg.dev, bps))
-        self.bps = bps
+    def drop_caches(self):
+        self.env.request("drop-caches")
 
     def close(self):
-        if self.cg:
-            self.cg.destroy()
-            self.cg = None
-        if getattr(self, "mounted", False):
-            for _ in range(100):
-                if subprocess.run(["umount", self.root], capture_output=True).returncode == 0:
-                    break
-                time.sleep(0.2)
-            else:
-                subprocess.run(["umount", "-l", self.root])
-            self.mounted = False
-        if self.loop:
-            subprocess.run(["losetup", "-d", self.loop])
-            self.loop = None
-        if os.path.exists(self.image):
-            os.unlink(self.image)
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.env:
+            self.env.close()
+            self.env = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.close()
 
 
 def epochfs_stats(mnt):
-    out = subprocess.run([os.path.join(BIN, "epochctl"), "stats", mnt, "--json"],
+    out = subprocess.run([find_binary("epochctl"), "stats", mnt, "--json"],
                          capture_output=True, text=True, check=True).stdout
     return json.loads(out)
 
@@ -213,8 +225,8 @@ class Mount:
                 raise RuntimeError("rclone mount did not appear")
             self.pid = pid_by_mountpoint(self.dir, {"rclone"})
         else:
-            run([os.path.join(BIN, "epochfs"), src, self.dir, "--ram-cache", "2G"])
-            st = json.loads(subprocess.run([os.path.join(BIN, "epochctl"), "status", self.dir,
+            run([find_binary("epochfs"), src, self.dir, "--ram-cache", "2G"])
+            st = json.loads(subprocess.run([find_binary("epochctl"), "status", self.dir,
                                             "--json"], capture_output=True, text=True,
                                            check=True).stdout)
             self.pid = int(st["pid"])

@@ -97,22 +97,23 @@ int runBenchEnv(const EnvOptions& options) {
     return fail("--subdir: '" + sub + "' is not a plain directory name");
   }
   std::error_code ec;
-  if (!fs::is_directory(options.data, ec)) return fail("--data: " + options.data + " is no directory");
+  if (!fs::is_directory(options.data, ec))
+    return fail("--data: " + options.data + " is no directory");
   std::unique_ptr<ThrottledSource> source;
   Tree tree;
   try {
     tree = measure(options.data);
     // Room for the data x 1.3, a 4 KiB block per file, the journal and metadata.
-    source = ThrottledSource::create(
-        (tree.bytes + *room) * 13 / 10 + tree.files * 4096 + (256ull << 20),
-                                     tree.files + tree.dirs + 4096, *bps);
+    source =
+        ThrottledSource::create((tree.bytes + *room) * 13 / 10 + tree.files * 4096 + (256ull << 20),
+                                tree.files + tree.dirs + 4096, *bps);
   } catch (const std::exception& e) {
     return fail(e.what());
   }
   const std::string data = source->root() + "/" + sub;
   std::fprintf(stderr, "epochbench env: copying %s (%llu files, %.1f MB) to %s\n",
-               options.data.c_str(), static_cast<unsigned long long>(tree.files),
-               tree.bytes / 1e6, data.c_str());
+               options.data.c_str(), static_cast<unsigned long long>(tree.files), tree.bytes / 1e6,
+               data.c_str());
   if (runCommand({"cp", "-a", "--", options.data, data}, 3600) != 0) {
     return fail("cp -a " + options.data + " " + data + " failed");  // ~ThrottledSource undoes
   }

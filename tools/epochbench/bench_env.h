@@ -33,8 +33,8 @@
 namespace epochfs::bench {
 
 struct EnvOptions {
-  std::string data;            // the dataset tree to copy onto the source
-  std::string read_bps;        // "100M": the read cap of the cgroup's members
+  std::string data;             // the dataset tree to copy onto the source
+  std::string read_bps;         // "100M": the read cap of the cgroup's members
   std::string subdir = "data";  // the copy lands at ROOT/SUBDIR (not ROOT: ext4's lost+found)
   std::string room = "0";       // free space left for files the client writes there itself
 };

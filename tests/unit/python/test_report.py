@@ -1,4 +1,4 @@
-"""Tests of epochfs.report's peers and cluster pictures (`tools/train-bench report --peers /
+"""Tests of epochfs.bench.report's peers and cluster pictures (`tools/train-bench report --peers /
 --cluster`), from small hand-written result documents.
 
 Run: cd tests/unit/python && PYTHONPATH=../../../tools/python /usr/bin/python3 -m unittest -v test_report
@@ -18,7 +18,7 @@ except ImportError:  # run without PYTHONPATH: use this checkout's tools/python
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, os.path.join(_here, "..", "..", "..", "tools", "python"))
 
-from epochfs import report  # noqa: E402
+from epochfs.bench import report  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -1,4 +1,4 @@
-"""Tests of epochfs.shards and `tools/train-bench gen --jpeg --shards` (WebDataset tar shards).
+"""Tests of epochfs.bench.shards and `tools/train-bench gen --jpeg --shards` (WebDataset tar shards).
 
 Run: cd tests/unit/python && PYTHONPATH=../../../tools/python /usr/bin/python3 -m unittest -v test_shards
 Needs numpy and PIL (the JPEG generator); skips without them.
@@ -17,7 +17,7 @@ except ImportError:  # run without PYTHONPATH: use this checkout's tools/python
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, os.path.join(_here, "..", "..", "..", "tools", "python"))
 
-from epochfs import shards  # noqa: E402
+from epochfs.bench import shards  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 

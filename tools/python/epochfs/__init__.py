@@ -3,6 +3,9 @@
 ``epochfs.admin``  talks to a mount's daemon over its admin socket (standard library only).
 ``epochfs.torch``  ``ShuffleAwareSampler``: a DistributedSampler that tells the mount the
                    epoch's order (imports torch; import it explicitly).
+
+The benchmark harness (``epochfs.bench``, the lab's ``epochfs.lab*``) is not part of this API
+and not installed with it: tools/python/README.md.
 """
 
 from .admin import (

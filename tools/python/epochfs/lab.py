@@ -15,7 +15,7 @@ import random
 import time
 
 from . import admin, lab_cgroup, lab_net, lab_node, lab_slurm, lab_source
-from .bench_env import is_mounted
+from .bench.bench_env import is_mounted
 from .lab_down import down
 from .lab_state import LabState
 from .lab_util import LabError, log, rate_text, read_text, run

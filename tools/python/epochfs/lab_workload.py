@@ -20,8 +20,8 @@ import tempfile
 import time
 
 from . import lab_net, lab_node, lab_source
-from .capacity_bench import OpenCounter
-from .locality_bench import _drop_caches as drop_caches
+from .bench.capacity_bench import OpenCounter
+from .bench.locality_bench import _drop_caches as drop_caches
 
 READER = [sys.executable if os.path.exists(sys.executable) else "/usr/bin/python3", "-m", "epochfs.lab_reader"]
 

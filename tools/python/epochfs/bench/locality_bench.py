@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 
-from . import admin
+from .. import admin
 
 NODES = 4
 RANKS_PER_NODE = 2
@@ -45,7 +45,7 @@ def _rank_main(conn, rank, world, node, mount, workers):
     from torch.utils.data import DataLoader, DistributedSampler
     from torchvision.datasets import DatasetFolder
 
-    from .locality import LocalityAwareSampler, mount_placement
+    from ..locality import LocalityAwareSampler, mount_placement
 
     torch.set_num_threads(1)
 
@@ -69,7 +69,7 @@ def _rank_main(conn, rank, world, node, mount, workers):
             sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True,
                                          seed=cmd["seed"])
         elif cmd["sampler"] == "registered":  # DistributedSampler's indices, order registered
-            from .torch import ShuffleAwareSampler
+            from ..torch import ShuffleAwareSampler
             sampler = ShuffleAwareSampler(dataset, num_replicas=world, rank=rank, shuffle=True,
                                           seed=cmd["seed"], mountpoint=mount)
         else:

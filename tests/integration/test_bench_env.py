@@ -6,10 +6,13 @@ throttled cgroup reading an 8 MiB file with the page cache dropped takes at leas
 size / rate, and the cgroup counts at least the file's bytes; leaving the cgroup works; a bad
 request is an error and the environment stays usable; after close() the loop device is
 detached, the source unmounted, the cgroup, the image and the scratch directory gone. A bad
-rate fails at once and leaves nothing either. Skips (77) when not root or no loop device or
+rate fails at once and leaves nothing either. Case mounts (epochfs; bindfs where installed) over
+the source serve its bytes, their daemon is in the throttled cgroup, and one left mounted is
+unmounted by close(). Skips (77) when not root or no loop device or
 block-I/O controller is usable.
 """
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -100,6 +103,32 @@ class BenchEnvTest(unittest.TestCase):
         self.assertFalse(os.path.exists(image))
         self.assertFalse(os.path.exists(cgroup))
         self.assertFalse(os.path.exists(os.path.dirname(root)))  # the scratch directory
+
+    def test_case_mounts(self):
+        cases = ["epochfs"] + (["bindfs"] if shutil.which("bindfs") else [])
+        try:
+            find_binary("epochfs")
+        except RuntimeError:
+            cases.remove("epochfs")
+        if not cases:
+            self.skipTest("neither epochfs nor bindfs here")
+        ts = ThrottledSource(self.data, 64 << 20)
+        try:
+            with self.assertRaisesRegex(RuntimeError, "no such case"):
+                ts.env.request("mount nfs")
+            for case in cases:
+                m = ts.mount(case)
+                with open("/proc/%d/cgroup" % m.pid) as f:
+                    self.assertIn(os.path.basename(ts.cg.path), f.read(), case)
+                with open(os.path.join(m.dir, "train", "class0", "big.bin"), "rb") as f:
+                    self.assertEqual(f.read(), self.blob, case)
+                m.close()
+                self.assertFalse(is_mounted(m.dir), case)
+            left = ts.mount(cases[0])
+        finally:
+            ts.close()
+        self.assertFalse(is_mounted(left.dir))
+        self.assertFalse(is_mounted(ts.root))
 
     def test_bad_rate_fails_cleanly(self):
         loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout

@@ -8,10 +8,12 @@
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tools/epochbench/case_mount.h"
 #include "tools/epochbench/system_util.h"
 #include "tools/epochbench/throttled_source.h"
 
@@ -49,7 +51,38 @@ Tree measure(const std::string& root) {
   return t;
 }
 
-json handle(const std::string& line, ThrottledSource& source) {
+// What the environment holds besides the source: the case mounts over it.
+struct Env {
+  ThrottledSource& source;
+  const std::string& epochfs;
+  std::unique_ptr<ScratchDir> scratch;  // their mountpoints; made at the first mount
+  std::map<int, std::unique_ptr<CaseMount>> mounts;
+  int next_id = 1;
+};
+
+json mountCase(std::istringstream& in, Env& env) {
+  std::string name, arg, error;
+  if (!(in >> name)) return failure("usage: mount CASE [EPOCHFS-ARG...]");
+  std::vector<std::string> args;
+  while (in >> arg) args.push_back(arg);
+  try {
+    if (!env.scratch) env.scratch = std::make_unique<ScratchDir>("/tmp/epochbench-env-");
+  } catch (const std::exception& e) {
+    return failure(e.what());
+  }
+  auto m = CaseMount::open(name, env.source.root(), env.epochfs, args, *env.scratch, &error);
+  if (!m) return failure(error);
+  for (pid_t pid : m->daemonPids()) {
+    if (!env.source.throttle().addProcess(pid, &error)) return failure(error);
+  }
+  int id = env.next_id++;
+  json reply = {{"ok", true}, {"id", id}, {"dir", m->root()}, {"pids", m->daemonPids()}};
+  env.mounts[id] = std::move(m);
+  return reply;
+}
+
+json handle(const std::string& line, Env& env) {
+  ThrottledSource& source = env.source;
   std::istringstream in(line);
   std::string cmd;
   in >> cmd;
@@ -68,8 +101,15 @@ json handle(const std::string& line, ThrottledSource& source) {
   if (cmd == "drop-caches") {
     return dropPageCache(&error, 3) ? json{{"ok", true}} : failure(error);
   }
+  if (cmd == "mount") return mountCase(in, env);
+  if (cmd == "unmount") {
+    int id = 0;
+    if (!(in >> id) || env.mounts.erase(id) == 0) return failure("usage: unmount ID (of a mount)");
+    return {{"ok", true}};
+  }
   return failure("unknown command '" + cmd +
-                 "' (join PID, leave PID, read-bytes, drop-caches, quit)");
+                 "' (join PID, leave PID, read-bytes, drop-caches, mount CASE [ARG...], "
+                 "unmount ID, quit)");
 }
 
 }  // namespace
@@ -131,6 +171,7 @@ int runBenchEnv(const EnvOptions& options) {
          {"read_bps", source->readBps()},
          {"bytes", tree.bytes},
          {"files", tree.files}});
+  Env env{*source, options.epochfs, nullptr, {}, 1};
   bool quit = false;
   for (std::string line; !quit && std::getline(std::cin, line);) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
@@ -138,9 +179,11 @@ int runBenchEnv(const EnvOptions& options) {
     if (line == "quit") {
       quit = true;
     } else {
-      reply(handle(line, *source));
+      reply(handle(line, env));
     }
   }
+  env.mounts.clear();  // unmounted, their daemons gone: the source is no longer busy
+  env.scratch.reset();
   source.reset();  // the cgroup emptied and removed, unmounted, detached, image deleted
   if (quit) reply({{"ok", true}});
   return 0;

@@ -11,6 +11,12 @@
 //   read-bytes      bytes the members read from the device so far
 //                                             -> {"ok":true,"bytes":N}
 //   drop-caches     sync; echo 3 > /proc/sys/vm/drop_caches
+//   mount CASE [ARG...]
+//                   mount CASE (bindfs, rclone, epochfs; case_mount.h) over the
+//                   source's root, with ARGs after `epochfs SOURCE MNT`, and put
+//                   its daemon(s) in the throttled cgroup
+//                                             -> {"ok":true,"id":N,"dir":MNT,"pids":[...]}
+//   unmount ID      unmount it and wait for its daemon to exit
 //   quit            tear down (also at end of input, and on SIGINT/SIGTERM/SIGHUP)
 //
 // A failed command replies {"ok":false,"error":MESSAGE} and changes nothing.
@@ -36,6 +42,7 @@ struct EnvOptions {
   std::string data;             // the dataset tree to copy onto the source
   std::string read_bps;         // "100M": the read cap of the cgroup's members
   std::string subdir = "data";  // the copy lands at ROOT/SUBDIR (not ROOT: ext4's lost+found)
+  std::string epochfs;          // the epochfs of `mount epochfs` (empty: next to epochbench)
   std::string room = "0";       // free space left for files the client writes there itself
 };
 

@@ -161,6 +161,8 @@ int main(int argc, char** argv) {
       ->required();
   env->add_option("--subdir", env_options.subdir, "The copy's directory under the source's root")
       ->capture_default_str();
+  env->add_option("--epochfs", env_options.epochfs,
+                  "epochfs binary of `mount epochfs` (default: epochfs next to this executable)");
   env->add_option("--room", env_options.room,
                   "Free space to leave on the source for files written there later (e.g. 1G)")
       ->capture_default_str();

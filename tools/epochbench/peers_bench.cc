@@ -16,8 +16,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "tools/epochbench/case_mount.h"
 #include "tools/epochbench/daemon_probe.h"
-#include "tools/epochbench/epochfs_mount.h"
 #include "tools/epochbench/mount_guard.h"
 #include "tools/epochbench/read_pass.h"
 #include "tools/epochbench/report.h"
@@ -60,114 +60,6 @@ std::vector<std::string> ensureShards(const std::string& dir, int count, int mib
   return names;
 }
 
-// pid's parent if it runs the same program (an epochfs supervisor), else nullopt.
-std::optional<pid_t> sameProgramParent(pid_t pid) {
-  auto readFile = [](const std::string& path) {
-    std::ifstream in(path);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
-  std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
-  size_t paren = stat.rfind(')');
-  if (paren == std::string::npos) return std::nullopt;
-  char state = 0;
-  int ppid = 0;
-  if (std::sscanf(stat.c_str() + paren + 1, " %c %d", &state, &ppid) != 2 || ppid <= 1) {
-    return std::nullopt;
-  }
-  std::error_code ec;
-  auto exe = fs::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
-  auto parent_exe = fs::read_symlink("/proc/" + std::to_string(ppid) + "/exe", ec);
-  if (ec || exe.filename() != parent_exe.filename()) return std::nullopt;
-  return ppid;
-}
-
-// One mounted filesystem of the matrix (or the source itself, for native).
-class PeerMount {
- public:
-  PeerMount(std::string name, std::string root) : name_(std::move(name)), root_(std::move(root)) {}
-  ~PeerMount() {
-    epochfs_.reset();
-    guard_.reset();
-    if (!daemon_pids_.empty() && name_ != "epochfs") waitForExit(daemon_pids_.front(), 15);
-    if (cleanup_ >= 0) runCleanup(cleanup_);  // rclone's cache dir
-  }
-  PeerMount(const PeerMount&) = delete;
-  PeerMount& operator=(const PeerMount&) = delete;
-
-  static std::unique_ptr<PeerMount> open(const std::string& name, const std::string& source,
-                                         const PeersBenchOptions& options,
-                                         const std::string& ram_cache, ScratchDir& scratch,
-                                         std::string* error);
-
-  const std::string& root() const { return root_; }
-  const std::vector<pid_t>& daemonPids() const { return daemon_pids_; }
-  // utime + stime of the serving process(es); 0 for native.
-  double daemonCpuSeconds() const {
-    double total = 0;
-    for (pid_t pid : daemon_pids_) total += processCpuSeconds(pid).value_or(0);
-    return total;
-  }
-
- private:
-  std::string name_;
-  std::string root_;
-  std::vector<pid_t> daemon_pids_;
-  std::unique_ptr<MountGuard> guard_;
-  std::unique_ptr<EpochfsMount> epochfs_;
-  int cleanup_ = -1;
-};
-
-std::unique_ptr<PeerMount> PeerMount::open(const std::string& name, const std::string& source,
-                                           const PeersBenchOptions& options,
-                                           const std::string& ram_cache, ScratchDir& scratch,
-                                           std::string* error) {
-  static int serial = 0;
-  if (name == "native") return std::make_unique<PeerMount>(name, source);
-  if (name == "epochfs") {
-    std::string binary = options.epochfs.empty() ? selfExeDir() + "/epochfs" : options.epochfs;
-    if (findExecutable(binary).empty()) {
-      *error = "epochfs not found at " + binary + " (build it, or --epochfs)";
-      return nullptr;
-    }
-    auto em =
-        EpochfsMount::start(binary, source, scratch, {"--ram-cache", ram_cache}, nullptr, error);
-    if (!em) return nullptr;
-    auto m = std::make_unique<PeerMount>(name, em->mountpoint());
-    m->daemon_pids_.push_back(em->pid());
-    if (auto sup = sameProgramParent(em->pid())) m->daemon_pids_.push_back(*sup);
-    m->epochfs_ = std::move(em);
-    return m;
-  }
-  std::string binary = findExecutable(name);
-  if (binary.empty()) {
-    *error = name + " is not installed (apt-get install " + name + ")";
-    return nullptr;
-  }
-  std::string mnt = scratch.makeSubdir(name + "-" + std::to_string(++serial));
-  auto m = std::make_unique<PeerMount>(name, mnt);
-  std::vector<std::string> command;
-  if (name == "bindfs") {
-    command = {binary, "-o", "ro", source, mnt};
-  } else {  // rclone: a fresh, empty cache directory per mount, removed after it
-    std::string cache = scratch.makeSubdir("rclone-cache-" + std::to_string(serial));
-    m->cleanup_ = registerCleanup([cache] {
-      std::error_code ec;
-      fs::remove_all(cache, ec);  // never a mountpoint: the mount is at `mnt`
-    });
-    command = {binary, "mount",       source, mnt,        "--read-only", "--vfs-cache-mode",
-               "full", "--cache-dir", cache,  "--daemon", "--log-level", "ERROR"};
-  }
-  m->guard_ = MountGuard::mount(command, mnt, error);
-  if (!m->guard_) return nullptr;
-  auto pid = findProcessByMount(name, mnt);
-  if (!pid) {
-    *error = name + " pid not found for " + mnt;
-    return nullptr;
-  }
-  m->daemon_pids_.push_back(*pid);
-  return m;
-}
-
 // All passes of one cell: filesystem x workload x threads x state.
 struct Cell {
   std::vector<double> rate;          // files/s (files) or MB/s (shards)
@@ -183,7 +75,7 @@ class PeersBench {
 
  private:
   bool measure(const std::string& name, int threads, int repeat);
-  void pass(const std::string& name, PeerMount& m, const std::string& workload, int threads,
+  void pass(const std::string& name, CaseMount& m, const std::string& workload, int threads,
             const std::string& state, uint64_t seed);
   bool drop(std::string* why);
   void printTables(std::FILE* out) const;
@@ -209,7 +101,7 @@ class PeersBench {
 
 bool PeersBench::drop(std::string* why) { return dropPageCache(why, 3); }
 
-void PeersBench::pass(const std::string& name, PeerMount& m, const std::string& workload,
+void PeersBench::pass(const std::string& name, CaseMount& m, const std::string& workload,
                       int threads, const std::string& state, uint64_t seed) {
   std::vector<std::string> paths;
   for (const auto& rel : workload == "files" ? file_paths_ : shard_paths_) {
@@ -238,7 +130,8 @@ void PeersBench::pass(const std::string& name, PeerMount& m, const std::string& 
 bool PeersBench::measure(const std::string& name, int threads, int repeat) {
   std::string why;
   if (!drop(&why) && drop_note_.empty()) drop_note_ = "page cache NOT dropped: " + why;
-  auto m = PeerMount::open(name, source_, options_, ram_cache_, *scratch_, &why);
+  auto m = CaseMount::open(name, source_, options_.epochfs, {"--ram-cache", ram_cache_}, *scratch_,
+                           &why);
   if (!m) {
     skipped_[name] = why;
     std::fprintf(stderr, "peers: %s skipped: %s\n", name.c_str(), why.c_str());

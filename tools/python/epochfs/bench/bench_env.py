@@ -1,18 +1,17 @@
 """The benchmark environment of the benchmark scripts (tools/train-bench): the throttled source
 (an ext4 image on a loop device whose reads are capped by the kernel's block-I/O controller),
-the FUSE mounts of each case, and the cpu cgroup the benchmark runs in. Needs root.
+the FUSE mounts of each case over it, and the cpu cgroup the benchmark runs in. Needs root.
 
-The throttled source is made, served and removed by `epochbench env` (the one implementation,
-tools/epochbench/bench_env.h, docs/PERFORMANCE.md "The benchmark environment"); ThrottledSource
-is a client of that process, which lives as long as the pipe to it, so nothing is left behind
-when a script dies."""
+The throttled source and the case mounts are made, served and removed by `epochbench env` (the
+one implementation, tools/epochbench/bench_env.h, docs/PERFORMANCE.md "The benchmark
+environment"); ThrottledSource is a client of that process, which lives as long as the pipe to
+it, so nothing is left behind when a script dies."""
 
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
@@ -58,31 +57,6 @@ def is_mounted(path):
         return any(line.split()[1] == path for line in f)
 
 
-def wait_mounted(path, timeout=30):
-    t = time.time() + timeout
-    while time.time() < t:
-        if is_mounted(path):
-            return True
-        time.sleep(0.1)
-    return False
-
-
-def pid_by_mountpoint(mnt, names):
-    """The pid of a FUSE daemon whose command line names `mnt` (exact argument match)."""
-    mnt = os.path.realpath(mnt)
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % p, "rb") as f:
-                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-        except OSError:
-            continue
-        if argv and os.path.basename(argv[0]) in names and mnt in argv:
-            return int(p)
-    return None
-
-
 def move_to_root(cgroup, root):
     """Moves every process of a cgroup v1 group back to the hierarchy's root (exited ones are
     skipped), so the group can be removed."""
@@ -126,6 +100,10 @@ class BenchEnv:
     def __init__(self, data, bps, subdir):
         cmd = [find_binary("epochbench"), "env", "--data", data, "--rate", str(int(bps)),
                "--subdir", subdir]
+        try:  # the epochfs of `mount epochfs`: the one $EPOCHFS_BIN_DIR names, like epochctl's
+            cmd += ["--epochfs", find_binary("epochfs")]
+        except RuntimeError:
+            pass
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.info = self._reply()
         if not self.info.get("ok"):
@@ -157,6 +135,29 @@ class BenchEnv:
         self.proc.stdout.close()
 
 
+class CaseMount:
+    """A mount of one case over a ThrottledSource's root, made by its `epochbench env`
+    (tools/epochbench/case_mount.h): `dir` is the mountpoint, `pid` the daemon that reads the
+    source (in the throttled cgroup, with the rest of `pids`)."""
+
+    def __init__(self, env, case, ram_cache):
+        self.case = case
+        self._env = env
+        kind = case if case in ("bindfs", "rclone") else "epochfs"
+        args = " --ram-cache %s" % ram_cache if kind == "epochfs" else ""
+        reply = env.request("mount " + kind + args)
+        self.id = reply["id"]
+        self.dir = reply["dir"]
+        self.pids = reply["pids"]
+        self.pid = self.pids[0]
+
+    def close(self):
+        """Unmounts and waits for the daemon to exit (it holds the source open)."""
+        if self._env:
+            self._env.request("unmount %d" % self.id)
+            self._env = None
+
+
 class ThrottledSource:
     """`data` copied onto an ext4 image on a loop device (direct I/O on the backing file), mounted
     at `root`; reads of the processes put in `cg` capped at `bps` bytes/s. Made and removed by
@@ -175,6 +176,11 @@ class ThrottledSource:
 
     def drop_caches(self):
         self.env.request("drop-caches")
+
+    def mount(self, case, ram_cache="2G"):
+        """A FUSE mount of the source for one case (bindfs, rclone; epochfs for any other, with
+        --ram-cache `ram_cache`), its daemon already in the throttled cgroup."""
+        return CaseMount(self.env, case, ram_cache)
 
     def close(self):
         if self.env:
@@ -203,53 +209,6 @@ def flatten(d, prefix=""):
         elif isinstance(v, (int, float)) and not isinstance(v, bool):
             res[key] = v
     return res
-
-
-class Mount:
-    """A FUSE mount of `src` for one case; `pid` is its daemon."""
-
-    def __init__(self, case, src):
-        self.case = case
-        self.dir = tempfile.mkdtemp(prefix="train-bench-mnt-")
-        self.cache = None
-        if case == "bindfs":
-            run(["bindfs", "-o", "ro", src, self.dir])
-            self.pid = pid_by_mountpoint(self.dir, {"bindfs"})
-        elif case == "rclone":
-            self.cache = tempfile.mkdtemp(prefix="train-bench-rclone-", dir="/var/tmp")
-            subprocess.Popen(["rclone", "mount", src, self.dir, "--read-only", "--vfs-cache-mode",
-                              "full", "--cache-dir", self.cache, "--log-level", "ERROR"],
-                             stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                             start_new_session=True)
-            if not wait_mounted(self.dir):
-                raise RuntimeError("rclone mount did not appear")
-            self.pid = pid_by_mountpoint(self.dir, {"rclone"})
-        else:
-            run([find_binary("epochfs"), src, self.dir, "--ram-cache", "2G"])
-            st = json.loads(subprocess.run([find_binary("epochctl"), "status", self.dir,
-                                            "--json"], capture_output=True, text=True,
-                                           check=True).stdout)
-            self.pid = int(st["pid"])
-        if not wait_mounted(self.dir) or not self.pid:
-            raise RuntimeError("%s mount at %s failed (pid %s)" % (case, self.dir, self.pid))
-
-    def close(self):
-        for _ in range(50):
-            if not is_mounted(self.dir):
-                break
-            if subprocess.run(["fusermount3", "-u", self.dir], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.2)
-        else:
-            subprocess.run(["umount", "-l", self.dir])
-        if self.pid:  # wait for the daemon to exit (it holds the source open)
-            for _ in range(100):
-                if not os.path.exists("/proc/%d" % self.pid):
-                    break
-                time.sleep(0.1)
-        os.rmdir(self.dir)
-        if self.cache:
-            shutil.rmtree(self.cache, ignore_errors=True)
 
 
 class CpuPriority:

@@ -32,10 +32,11 @@ def log(*a):
     print("train-bench:", *a, file=sys.stderr, flush=True)
 
 
-def drop_caches():
+def drop_caches(mode=3):
+    """sync; echo MODE > /proc/sys/vm/drop_caches (1: the page cache; 3: dentries and inodes too)."""
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
+        f.write("%d\n" % mode)
 
 
 def dataset_bytes(root):

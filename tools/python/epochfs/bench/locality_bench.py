@@ -31,6 +31,7 @@ import tempfile
 import time
 
 from .. import admin
+from .bench_env import drop_caches
 
 NODES = 4
 RANKS_PER_NODE = 2
@@ -125,9 +126,7 @@ def _free_port():
 
 
 def _drop_caches():
-    subprocess.run(["sync"], check=False)
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("1\n")
+    drop_caches(1)  # the page cache only
 
 
 def make_image_folder(src, files, classes=8, min_kb=4, max_kb=16, seed=1):

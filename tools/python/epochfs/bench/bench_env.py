@@ -48,10 +48,6 @@ def dataset_bytes(root):
     return total, n
 
 
-def run(cmd, **kw):
-    return subprocess.run(cmd, check=True, **kw)
-
-
 def is_mounted(path):
     path = os.path.realpath(path)
     with open("/proc/self/mounts") as f:

@@ -1,5 +1,6 @@
 #include "cache/ram_tier.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -9,7 +10,9 @@ namespace epochfs::cache {
 
 RamTier::RamTier(uint64_t capacityBytes, uint64_t guestExtraBytes,
                  std::chrono::milliseconds staleAfter)
-    : capacity_(capacityBytes), guestExtra_(guestExtraBytes) {
+    : capacity_(capacityBytes),
+      guestExtra_(guestExtraBytes),
+      limit_(capacityBytes + guestExtraBytes) {
   shardCount_ = 1;
   while (shardCount_ < kMaxShards && capacity_ / (shardCount_ * 2) >= kMinShardBytes) {
     shardCount_ *= 2;
@@ -146,7 +149,7 @@ RamTier::Totals RamTier::totals() const {
 TierUsage RamTier::usage() const {
   const ClassUsage owned = this->owned(), guests = this->guests();
   TierUsage u;
-  u.capacityBytes = capacity_ + guestExtra_;
+  u.capacityBytes = limit_.load(std::memory_order_relaxed);
   u.bytesUsed = owned.bytes + guests.bytes;
   u.chunks = owned.chunks + guests.chunks;
   u.evictions = owned.evictions + guests.evictions;
@@ -192,6 +195,20 @@ uint64_t RamTier::reclassify() {
     s.enforceBudgets(dropped);
   }
   return changed;
+}
+
+void RamTier::setCapacity(uint64_t bytes) {
+  bytes = std::min(bytes, capacity_ + guestExtra_);
+  limit_.store(bytes, std::memory_order_relaxed);
+  const uint64_t owned = std::min(bytes, capacity_), extra = bytes - owned;
+  for (size_t i = 0; i < shardCount_; ++i) {
+    Shard& s = shards_[i];
+    std::vector<ChunkRef> dropped;  // released after the lock
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.capacity = owned / shardCount_ + (i < owned % shardCount_ ? 1 : 0);
+    s.guestExtra = extra / shardCount_ + (i < extra % shardCount_ ? 1 : 0);
+    s.enforceBudgets(dropped);
+  }
 }
 
 void RamTier::clear() {

@@ -140,6 +140,14 @@ class RamTier : public ChunkStore {
   // The largest chunk insert() accepts: the capacity of one shard.
   uint64_t maxChunkBytes() const;
 
+  // Caps the whole tier (both classes, as usage().capacityBytes) at `bytes`,
+  // at most what it was built with, and evicts down to it at once: the guests'
+  // extra shrinks first, then the owned budget (the guests in the room it
+  // left go before any owned chunk; owned chunks then go coldest first).
+  // A larger value grows it back, up to the built budgets. For a daemon under
+  // memory pressure (fusefs/daemon/memory_pressure_watcher.h).
+  void setCapacity(uint64_t bytes);
+
  private:
   // A chunk's class; staged guests are guests fetched ahead of their read.
   enum Class : uint8_t { kOwned = 0, kGuest = 1, kStaged = 2 };
@@ -155,8 +163,9 @@ class RamTier : public ChunkStore {
 
   std::atomic<const EvictionAdvisor*> advisor_{nullptr};
   std::atomic<const OwnershipView*> ownership_{nullptr};
-  const uint64_t capacity_;
+  const uint64_t capacity_;  // as built; setCapacity() lowers the shards' budgets
   const uint64_t guestExtra_;
+  std::atomic<uint64_t> limit_;  // setCapacity()'s cap on both classes
   size_t shardCount_;
   std::unique_ptr<Shard[]> shards_;
 };

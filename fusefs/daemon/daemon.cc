@@ -93,6 +93,7 @@ Status checkMountable(const MountOptions& o) {
 Daemon::Daemon(MountOptions options) : options_(std::move(options)) {}
 
 Daemon::~Daemon() {
+  memWatch_.reset();
   if (metricsHttp_) metricsHttp_->stop();
   admin_.stop();
   if (orderSetup_.joinable()) orderSetup_.join();
@@ -148,6 +149,44 @@ void Daemon::setUpTorchOrder() {
   follower_.store(followerOwner_.get(), std::memory_order_release);
 }
 
+void Daemon::fitMemory() {
+  const uint64_t limit = options_.memoryLimitBytes;
+  if (limit == 0) return;
+  const bool clustered = options_.clustered();
+  receivePoolBytes_ = receivePoolBytesFor(limit);
+  const RamCacheFit fit =
+      fitRamCache(limit, options_.ramCacheBytes, clustered ? options_.prefetchMemory : 0,
+                  clustered ? receivePoolBytes_ : 0);
+  if (!fit.clamped) return;
+  constexpr double kMiB = 1 << 20;
+  spdlog::warn(
+      "--ram-cache {:.1f} MiB does not fit the memory limit {:.1f} MiB ({}) beside the "
+      "daemon's fixed costs ({:.1f} MiB: base {:.0f}, peer receive pool {:.1f}, guests' "
+      "extra = prefetch memory {:.1f}): RAM tier clamped to {:.1f} MiB",
+      options_.ramCacheBytes / kMiB, limit / kMiB, options_.memoryLimitSource,
+      fit.fixedBytes / kMiB, kDaemonBaseBytes / kMiB, (clustered ? receivePoolBytes_ : 0) / kMiB,
+      (clustered ? options_.prefetchMemory : 0) / kMiB, fit.ramCacheBytes / kMiB);
+  options_.ramCacheBytes = fit.ramCacheBytes;
+}
+
+void Daemon::startMemoryWatch() {
+  // Only a cgroup limit is watched: it is where the kernel OOM-kills the daemon
+  // for its job's memory (memory_pressure_watcher.h).
+  const CgroupUsageFiles files = options_.memoryLimitSource == "MemTotal"
+                                     ? CgroupUsageFiles{}
+                                     : cgroupUsageFiles(options_.memoryLimitSource);
+  uint64_t probe = 0;
+  if (!options_.memoryWatch || files.empty() || !readCgroupWorkingSet(files, &probe)) return;
+  MemoryPressurePolicy policy;
+  policy.limitBytes = options_.memoryLimitBytes;
+  policy.tierMaxBytes = ram_->usage().capacityBytes;
+  policy.marginBytes = pressureMarginBytes(options_.memoryLimitBytes);
+  memWatch_ = std::make_unique<MemoryPressureWatcher>(
+      *ram_, policy, [files](uint64_t* ws) { return readCgroupWorkingSet(files, ws); },
+      options_.memoryLimitSource);
+  memWatch_->start();
+}
+
 Status Daemon::openTiers() {
   // In a cluster, guests (other nodes' chunks, peer prefetch) get the room the
   // own share leaves free plus the prefetch memory (cache/ram_tier.h).
@@ -190,6 +229,7 @@ Status Daemon::startCluster() {
   cc.secret = std::move(secret).value();
   cc.macPayloads = options_.peerMac;
   cc.capacityBytes = options_.ramCacheBytes + (disk_ ? options_.diskCacheBytes : 0);
+  if (receivePoolBytes_ > 0) cc.receivePoolBytes = receivePoolBytes_;  // fitMemory()
   // TEST-ONLY fault hook (transport/peer_fault.h): corrupt the chunks served to peers.
   auto fault = transport::peerFaultFromEnv();
   if (!fault.isOk()) return fault.status();
@@ -249,6 +289,7 @@ Status Daemon::start() {
   spdlog::info("snapshot: {} files, {} dirs, {} bytes in {:.2f}s", namespace_->fileCount(),
                namespace_->dirCount(), namespace_->totalBytes(), snapshotSeconds_);
 
+  fitMemory();
   Status s = openTiers();
   if (!s.isOk()) return s;
   cache::ChunkCache::Options co;
@@ -263,6 +304,7 @@ Status Daemon::start() {
   cache_ = std::make_unique<cache::ChunkCache>(co, *reads, *ram_, disk_.get());
   s = startCluster();
   if (!s.isOk()) return s;
+  startMemoryWatch();
 
   std::string socketPath = options_.adminSocket;
   if (socketPath.empty()) {

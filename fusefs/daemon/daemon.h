@@ -19,6 +19,7 @@
 #include "fusefs/admin/admin_commands.h"
 #include "fusefs/admin/admin_server.h"
 #include "fusefs/admin/metrics_http_server.h"
+#include "fusefs/daemon/memory_pressure_watcher.h"
 #include "fusefs/daemon/mount_options.h"
 #include "fusefs/dataset_namespace.h"
 #include "fusefs/fuse_server.h"
@@ -59,6 +60,10 @@ class Daemon {
   bool namespaceChanged() const { return namespaceChanged_; }
 
  private:
+  // Clamps --ram-cache so that the tier and the daemon's fixed costs fit the
+  // memory limit (memory_limit.h fitRamCache); sizes the peer receive pool.
+  void fitMemory();
+  void startMemoryWatch();
   cache::Status openTiers();
   cache::Status startCluster();
 
@@ -72,6 +77,8 @@ class Daemon {
   std::unique_ptr<cache::Source> delayed_;  // --inject-source-latency (testing)
   std::unique_ptr<DatasetNamespace> namespace_;
   std::unique_ptr<cache::RamTier> ram_;
+  uint64_t receivePoolBytes_ = 0;                    // fitMemory()
+  std::unique_ptr<MemoryPressureWatcher> memWatch_;  // --memory-watch, stopped before ram_ goes
   std::unique_ptr<cache::ChunkStore> disk_;
   std::unique_ptr<cache::ChunkCache> cache_;
   // --peers/--hostfile/--slurm: the other nodes' caches. Declared after

@@ -161,4 +161,55 @@ uint64_t currentRssBytes() {
   return residentPages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
+uint64_t receivePoolBytesFor(uint64_t effectiveBytes) {
+  return std::clamp<uint64_t>(effectiveBytes / 32, uint64_t{4} << 20, uint64_t{32} << 20);
+}
+
+uint64_t pressureMarginBytes(uint64_t effectiveBytes) {
+  return std::clamp<uint64_t>(effectiveBytes / 16, uint64_t{8} << 20, uint64_t{256} << 20);
+}
+
+RamCacheFit fitRamCache(uint64_t limitBytes, uint64_t ramCacheBytes, uint64_t guestExtraBytes,
+                        uint64_t receivePoolBytes) {
+  RamCacheFit fit;
+  fit.fixedBytes = kDaemonBaseBytes + receivePoolBytes + guestExtraBytes;
+  const uint64_t room = limitBytes > fit.fixedBytes ? limitBytes - fit.fixedBytes : 0;
+  fit.clamped = limitBytes > 0 && ramCacheBytes > room;
+  fit.ramCacheBytes = fit.clamped ? room : ramCacheBytes;
+  return fit;
+}
+
+CgroupUsageFiles cgroupUsageFiles(const std::string& cgroupLimitFile) {
+  CgroupUsageFiles f;
+  const size_t slash = cgroupLimitFile.rfind('/');
+  if (slash == std::string::npos) return f;
+  const std::string dir = cgroupLimitFile.substr(0, slash + 1);
+  const bool v2 = cgroupLimitFile.compare(slash + 1, std::string::npos, "memory.max") == 0;
+  f.usageFile = dir + (v2 ? "memory.current" : "memory.usage_in_bytes");
+  f.statFile = dir + "memory.stat";
+  f.inactiveFileKey = v2 ? "inactive_file" : "total_inactive_file";
+  return f;
+}
+
+bool readCgroupWorkingSet(const CgroupUsageFiles& files, uint64_t* bytes) {
+  if (files.empty()) return false;
+  std::ifstream u(files.usageFile);
+  std::string value;
+  if (!(u >> value)) return false;
+  const uint64_t usage = parseCgroupLimitValue(value);
+  if (usage == 0 && value != "0") return false;
+  uint64_t inactive = 0;
+  std::ifstream st(files.statFile);
+  std::string key;
+  uint64_t n = 0;
+  while (st >> key >> n) {
+    if (key == files.inactiveFileKey) {
+      inactive = n;
+      break;
+    }
+  }
+  *bytes = usage > inactive ? usage - inactive : 0;
+  return true;
+}
+
 }  // namespace epochfs::fusefs

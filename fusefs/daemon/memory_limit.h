@@ -70,4 +70,49 @@ void boundAllocatorRetention();
 // This process's resident set (VmRSS from /proc/self/statm); 0 if unreadable.
 uint64_t currentRssBytes();
 
+// ---- Fitting the daemon into its limit (docs/CONFIGURATION.md "Memory") ----
+//
+// Everything of the daemon besides its RAM tier counts against the same limit:
+// the binary, libraries, UCX and the threads' stacks (kDaemonBaseBytes: 16 MiB
+// RSS measured idle in a cluster of 4, 10 MiB of it file pages), the peer
+// receive pool, and the prefetch memory (the tier's guests' extra in a
+// cluster). The rest of the limit is shared with whatever else the cgroup runs
+// (a job's readers and their page cache): the pressure margin is kept free for
+// them, and the watcher (memory_pressure_watcher.h) shrinks the tier when they
+// take more.
+inline constexpr uint64_t kDaemonBaseBytes = uint64_t{16} << 20;
+
+// Idle peer receive buffers kept for reuse: 1/32 of the limit, 4..32 MiB.
+uint64_t receivePoolBytesFor(uint64_t effectiveBytes);
+// What the watcher keeps free of the limit: 1/16 of it, 8..256 MiB.
+uint64_t pressureMarginBytes(uint64_t effectiveBytes);
+
+struct RamCacheFit {
+  uint64_t ramCacheBytes = 0;  // the tier's owned budget that fits (<= the one asked for)
+  uint64_t fixedBytes = 0;     // base + receive pool + guests' extra
+  bool clamped = false;
+};
+// The largest owned budget, at most `ramCacheBytes`, for which owned + guests'
+// extra + kDaemonBaseBytes + receive pool <= limit: the daemon alone must fit.
+// The pressure margin is not reserved here: the watcher keeps it free when
+// the rest of the cgroup needs it, and a tier clamped below what the cluster's
+// placement needs (capacity is its weight) would cost more than it saves.
+RamCacheFit fitRamCache(uint64_t limitBytes, uint64_t ramCacheBytes, uint64_t guestExtraBytes,
+                        uint64_t receivePoolBytes);
+
+// The files that tell how much of the limiting cgroup is in use: v2
+// memory.current and memory.stat's inactive_file, v1 memory.usage_in_bytes and
+// memory.stat's total_inactive_file, in the directory of `cgroupLimitFile`
+// (MemoryLimit::cgroupLimitFile). All empty when that is empty.
+struct CgroupUsageFiles {
+  std::string usageFile;
+  std::string statFile;
+  std::string inactiveFileKey;
+  bool empty() const { return usageFile.empty(); }
+};
+CgroupUsageFiles cgroupUsageFiles(const std::string& cgroupLimitFile);
+// The cgroup's working set: its usage less its inactive page cache (which the
+// kernel reclaims before it OOM-kills anyone). False if unreadable.
+bool readCgroupWorkingSet(const CgroupUsageFiles& files, uint64_t* bytes);
+
 }  // namespace epochfs::fusefs

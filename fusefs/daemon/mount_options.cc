@@ -239,6 +239,11 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
                  "Concurrent prefetch reads (default " +
                      std::to_string(prefetch::PrefetchOptions{}.workers) + ")")
       ->check(CLI::Range(1, 1024));
+  std::string memoryWatch = "on";
+  app.add_option("--memory-watch", memoryWatch,
+                 "Under a cgroup memory limit, shrink the RAM tier when the cgroup nears it "
+                 "(on|off, default on)")
+      ->check(CLI::IsMember({"on", "off"}));
   std::string pushPageCache = "off";
   app.add_option(
          "--push-page-cache", pushPageCache,
@@ -299,6 +304,7 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
   }
 
   o.peerMac = peerIntegrity == "mac";
+  o.memoryWatch = memoryWatch == "on";
   o.pushPageCache = pushPageCache == "on"          ? MountOptions::PushMode::kOpens
                     : pushPageCache == "sentinels" ? MountOptions::PushMode::kSentinels
                                                    : MountOptions::PushMode::kOff;

@@ -30,6 +30,9 @@ struct MountOptions {
   // daemon's cgroup limit or MemTotal, and the file that set it ("MemTotal").
   uint64_t memoryLimitBytes = 0;
   std::string memoryLimitSource;
+  // --memory-watch on|off: under a cgroup limit, shrink the RAM tier before
+  // the kernel OOM-kills the daemon (fusefs/daemon/memory_pressure_watcher.h).
+  bool memoryWatch = true;
   std::string cacheDir;         // empty: no disk tier
   uint64_t diskCacheBytes = 0;  // resolved when cacheDir is set
   uint32_t chunkSize = 1 << 20;

@@ -12,7 +12,8 @@ node, epochfs.lab_reader), each reading its share of every epoch in the order of
   what LocalityAwareSampler does per global batch), owners from the daemon's placement map;
 - `direct` (`--source`): DistributedSampler straight from the lab's source, no epochfs.
 Per epoch: loading time, source bytes (inotify opens x sizes), link bytes (the nodes' veths),
-CPU busy share of the host (/proc/stat). Standard library only.
+CPU busy share of the host (/proc/stat), OOM kills in the nodes' memory cgroups (the kernel
+log: the daemon's workers and other tasks) and the nodes' peak memory. Standard library only.
 
 `paper`: for each p, a fresh lab per case (direct, local, cluster, cluster-order, locality),
 epochs 1..E, and the model's figure for each epoch; JSON and (matplotlib) pictures.
@@ -96,6 +97,66 @@ def _epochctl(lab, node, args):
     return r.stdout
 
 
+def _memory_cgroups(lab):
+    """Each node's memory cgroup directory (v1 .../memory/..., v2 the node's own)."""
+    out = []
+    for node in lab.nodes:
+        dirs = [d for d in node.get("cgroups") or [] if os.path.exists(os.path.join(d, "memory.max"))
+                or os.path.exists(os.path.join(d, "memory.limit_in_bytes"))]
+        out.append(dirs[-1] if dirs else None)
+    return out
+
+
+class MemoryWatch:
+    """Counted from outside the daemons: OOM kills in the nodes' memory cgroups (the kernel
+    log's `oom-kill:` lines naming a node's cgroup, by killed task) and each node's peak
+    memory use (v1 memory.max_usage_in_bytes, reset at start(); v2 memory.peak)."""
+
+    def __init__(self, lab):
+        self.cgroups = _memory_cgroups(lab)
+        # The kernel log names the cgroup by its path inside the hierarchy.
+        self.names = [None if d is None else "/" + d.split("/memory/", 1)[-1]
+                      if "/memory/" in d else d for d in self.cgroups]
+
+    @staticmethod
+    def _kernel_log():
+        r = subprocess.run(["dmesg"], capture_output=True, text=True)
+        return r.stdout.splitlines() if r.returncode == 0 else []
+
+    def start(self):
+        self.seen = len(self._kernel_log())
+        for d in self.cgroups:
+            if d and os.path.exists(os.path.join(d, "memory.max_usage_in_bytes")):
+                try:
+                    with open(os.path.join(d, "memory.max_usage_in_bytes"), "w") as f:
+                        f.write("0")
+                except OSError:
+                    pass
+
+    def stop(self):
+        daemon = other = 0
+        for line in self._kernel_log()[self.seen:]:
+            if "oom-kill:" not in line:
+                continue
+            if not any(n and ("oom_memcg=%s," % n) in line or (n and ("oom_memcg=%s/" % n) in line)
+                       for n in self.names):
+                continue
+            if ",task=epochfs," in line:
+                daemon += 1
+            else:
+                other += 1
+        peak = 0
+        for d in self.cgroups:
+            for name in ("memory.max_usage_in_bytes", "memory.peak"):
+                try:
+                    with open(os.path.join(d, name)) as f:
+                        peak = max(peak, int(f.read().split()[0]))
+                    break
+                except (OSError, ValueError, TypeError, IndexError):
+                    continue
+        return {"oom_kills_daemon": daemon, "oom_kills_other": other, "memory_peak_bytes": peak}
+
+
 def owners_of(lab, files):
     from . import admin
     _, owners = admin.placement(lab.nodes[0]["mountpoint"])
@@ -122,6 +183,8 @@ def run_epochs(lab, dataset, sampler="distributed", ranks_per_node=2, epochs=3, 
         counters.opens.take()
         cpu = CpuBusy()
         cpu.start()
+        memory = MemoryWatch(lab)
+        memory.start()
         before = counters.snapshot()
         if sampler == "order":
             for r in range(world):
@@ -145,15 +208,18 @@ def run_epochs(lab, dataset, sampler="distributed", ranks_per_node=2, epochs=3, 
         reads = lab_workload.collect(handles)
         fig = counters.since(before)
         busy = cpu.stop()
+        fig.update(memory.stop())
         fig.update(epoch=e + 1, cpu_busy=busy, cpu_saturated=busy >= SATURATED,
                    bytes_read=sum(r.get("bytes", 0) for rs in reads.values() for r in rs),
                    reads=sum(len(rs) for rs in reads.values()),
                    bad_reads=len(lab_workload.check_reads(reads, dataset)) if _has_sha(dataset) else None,
                    balance_fraction=b)
         out.append(fig)
-        say("  epoch %d: %.1f s, source %.3f D, link %.1f MiB, cpu %.0f%%%s" % (
-            e + 1, fig["seconds"], fig["source_bytes"] / sum(s for s, _ in dataset.values()),
-            fig["link_bytes"] / 2**20, 100 * busy, " (saturated)" if fig["cpu_saturated"] else ""))
+        say("  epoch %d: %.1f s, source %.3f D, link %.1f MiB, cpu %.0f%%%s; OOM kills: %d daemon,"
+            " %d other; peak node memory %.1f MiB" % (
+                e + 1, fig["seconds"], fig["source_bytes"] / sum(s for s, _ in dataset.values()),
+                fig["link_bytes"] / 2**20, 100 * busy, " (saturated)" if fig["cpu_saturated"] else "",
+                fig["oom_kills_daemon"], fig["oom_kills_other"], fig["memory_peak_bytes"] / 2**20))
     return out
 
 
@@ -278,6 +344,9 @@ def paper(node_counts=(1, 2, 4, 8), files=2000, epochs=3, link=25_000_000, sourc
                         "files_read_twice": f["files_read_twice"], "bad_reads": f["bad_reads"],
                         "balance_fraction": f["balance_fraction"], "cpu_busy": f["cpu_busy"],
                         "cpu_saturated": f["cpu_saturated"], "cache_per_node": cache,
+                        "oom_kills_daemon": f["oom_kills_daemon"],
+                        "oom_kills_other": f["oom_kills_other"],
+                        "memory_peak_bytes": f["memory_peak_bytes"],
                         "node_memory": memory, "daemon_ram_cache": ram_cache,
                         "model_seconds": model_seconds(case, f["epoch"], p, d, r, n_link, cache,
                                                        f["balance_fraction"])})

@@ -2,11 +2,21 @@
 
 #include <cerrno>
 
+#include "fusefs/libfuse_reply.h"
+
 namespace epochfs::fusefs {
 
 namespace {
 
 FuseServer* self(fuse_req_t req) { return static_cast<FuseServer*>(fuse_req_userdata(req)); }
+
+// Calls `handler` of the request's FuseServer with a LibfuseReply for `req`
+// (on the stack: no allocation) and the request's arguments.
+template <typename... Params, typename... Args>
+void serve(void (FuseServer::*handler)(FuseReply&, Params...), fuse_req_t req, Args... args) {
+  LibfuseReply reply(req);
+  (self(req)->*handler)(reply, args...);
+}
 
 void replyReadOnly(fuse_req_t req) { fuse_reply_err(req, EROFS); }
 
@@ -16,29 +26,41 @@ const fuse_lowlevel_ops& fuseServerOps() {
   static const fuse_lowlevel_ops ops = [] {
     fuse_lowlevel_ops o{};
     o.init = [](void* ud, fuse_conn_info* c) { static_cast<FuseServer*>(ud)->onInit(c); };
-    o.lookup = [](fuse_req_t r, fuse_ino_t p, const char* n) { self(r)->onLookup(r, p, n); };
+    o.lookup = [](fuse_req_t r, fuse_ino_t p, const char* n) {
+      serve(&FuseServer::onLookup, r, p, n);
+    };
     o.forget = [](fuse_req_t r, fuse_ino_t, uint64_t) { fuse_reply_none(r); };
     o.forget_multi = [](fuse_req_t r, size_t, fuse_forget_data*) { fuse_reply_none(r); };
-    o.getattr = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) { self(r)->onGetattr(r, i, f); };
-    o.readlink = [](fuse_req_t r, fuse_ino_t i) { self(r)->onReadlink(r, i); };
-    o.open = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) { self(r)->onOpen(r, i, f); };
-    o.release = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) { self(r)->onRelease(r, i, f); };
-    o.opendir = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) { self(r)->onOpendir(r, i, f); };
+    o.getattr = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) {
+      serve(&FuseServer::onGetattr, r, i, f);
+    };
+    o.readlink = [](fuse_req_t r, fuse_ino_t i) { serve(&FuseServer::onReadlink, r, i); };
+    o.open = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) {
+      serve(&FuseServer::onOpen, r, i, f);
+    };
+    o.release = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) {
+      serve(&FuseServer::onRelease, r, i, f);
+    };
+    o.opendir = [](fuse_req_t r, fuse_ino_t i, fuse_file_info* f) {
+      serve(&FuseServer::onOpendir, r, i, f);
+    };
     o.releasedir = [](fuse_req_t r, fuse_ino_t, fuse_file_info*) { fuse_reply_err(r, 0); };
     o.read = [](fuse_req_t r, fuse_ino_t i, size_t s, off_t off, fuse_file_info* f) {
-      self(r)->onRead(r, i, s, off, f);
+      serve(&FuseServer::onRead, r, i, s, off, f);
     };
     o.readdir = [](fuse_req_t r, fuse_ino_t i, size_t s, off_t off, fuse_file_info*) {
-      self(r)->onReaddir(r, i, s, off, false);
+      serve(&FuseServer::onReaddir, r, i, s, off, false);
     };
     o.readdirplus = [](fuse_req_t r, fuse_ino_t i, size_t s, off_t off, fuse_file_info*) {
-      self(r)->onReaddir(r, i, s, off, true);
+      serve(&FuseServer::onReaddir, r, i, s, off, true);
     };
-    o.statfs = [](fuse_req_t r, fuse_ino_t i) { self(r)->onStatfs(r, i); };
+    o.statfs = [](fuse_req_t r, fuse_ino_t i) { serve(&FuseServer::onStatfs, r, i); };
     o.getxattr = [](fuse_req_t r, fuse_ino_t i, const char* n, size_t s) {
-      self(r)->onGetxattr(r, i, n, s);
+      serve(&FuseServer::onGetxattr, r, i, n, s);
     };
-    o.listxattr = [](fuse_req_t r, fuse_ino_t i, size_t s) { self(r)->onListxattr(r, i, s); };
+    o.listxattr = [](fuse_req_t r, fuse_ino_t i, size_t s) {
+      serve(&FuseServer::onListxattr, r, i, s);
+    };
     // No flush handler: libfuse answers ENOSYS once and the kernel stops
     // sending FLUSH on every close() (a round trip per file otherwise).
     o.fsyncdir = [](fuse_req_t r, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(r, 0); };

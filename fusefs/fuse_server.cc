@@ -258,42 +258,42 @@ void FuseServer::invalidationLoop() {
   }
 }
 
-void FuseServer::onLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  if (!ns_.valid(parent)) return (void)fuse_reply_err(req, ENOENT);
+void FuseServer::onLookup(FuseReply& reply, fuse_ino_t parent, const char* name) {
+  if (!ns_.valid(parent)) return (void)reply.err(ENOENT);
   const auto ino = ns_.lookup(parent, name);
-  if (ino == 0) return (void)fuse_reply_err(req, ENOENT);
+  if (ino == 0) return (void)reply.err(ENOENT);
   revalidate(ino);
-  if (ns_.attr(ino).gone) return (void)fuse_reply_err(req, ENOENT);
+  if (ns_.attr(ino).gone) return (void)reply.err(ENOENT);
   fuse_entry_param e = entryFor(ino);
-  fuse_reply_entry(req, &e);
+  reply.entry(e);
 }
 
-void FuseServer::onGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
-  if (!ns_.valid(ino)) return (void)fuse_reply_err(req, ENOENT);
+void FuseServer::onGetattr(FuseReply& reply, fuse_ino_t ino, fuse_file_info*) {
+  if (!ns_.valid(ino)) return (void)reply.err(ENOENT);
   revalidate(ino);
-  if (ns_.attr(ino).gone) return (void)fuse_reply_err(req, ENOENT);
+  if (ns_.attr(ino).gone) return (void)reply.err(ENOENT);
   struct stat st;
   ns_.fillStat(ino, &st);
-  fuse_reply_attr(req, &st, timeout());
+  reply.attr(st, timeout());
 }
 
-void FuseServer::onReadlink(fuse_req_t req, fuse_ino_t ino) {
-  if (!ns_.valid(ino) || !S_ISLNK(ns_.attr(ino).mode)) return (void)fuse_reply_err(req, EINVAL);
-  fuse_reply_readlink(req, ns_.symlinkTarget(ino).c_str());
+void FuseServer::onReadlink(FuseReply& reply, fuse_ino_t ino) {
+  if (!ns_.valid(ino) || !S_ISLNK(ns_.attr(ino).mode)) return (void)reply.err(EINVAL);
+  reply.readlink(ns_.symlinkTarget(ino).c_str());
 }
 
-void FuseServer::onOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  if (noOpenSupport_) return (void)fuse_reply_err(req, ENOSYS);  // zero-message open
-  if (!ns_.valid(ino)) return (void)fuse_reply_err(req, ENOENT);
+void FuseServer::onOpen(FuseReply& reply, fuse_ino_t ino, fuse_file_info* fi) {
+  if (noOpenSupport_) return (void)reply.err(ENOSYS);  // zero-message open
+  if (!ns_.valid(ino)) return (void)reply.err(ENOENT);
   if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
-    return (void)fuse_reply_err(req, EROFS);
+    return (void)reply.err(EROFS);
   }
   if (config_.revalidateSeconds == 0) {
     // --push-page-cache=on, immutable snapshot: the open tells the
     // prefetcher where the reader is; the kernel keeps (pushed) pages.
     if (prefetcher_ != nullptr) prefetcher_->onOpen(ns_.fileId(ino));
     fi->keep_cache = 1;
-    return (void)fuse_reply_open(req, fi);
+    return (void)reply.open(*fi);
   }
   // The change may have been seen by an earlier lookup/getattr: the kernel
   // drops the old pages itself only when mtime or size moved, and the queued
@@ -302,7 +302,7 @@ void FuseServer::onOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const bool changed = revalidate(ino);
   const bool dropPages =
       changed || (stalePages_ && stalePages_[ino].exchange(false, std::memory_order_acq_rel));
-  if (ns_.attr(ino).gone) return (void)fuse_reply_err(req, ENOENT);
+  if (ns_.attr(ino).gone) return (void)reply.err(ENOENT);
   if (prefetcher_ != nullptr && S_ISREG(ns_.attr(ino).mode)) prefetcher_->onOpen(ns_.fileId(ino));
   // Pin this open to the version it saw: its reads never mix versions.
   {
@@ -313,31 +313,31 @@ void FuseServer::onOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     opens_.emplace(fi->fh, ns_.identity(ino));
   }
   fi->keep_cache = dropPages ? 0 : 1;
-  if (fuse_reply_open(req, fi) != 0) {
+  if (reply.open(*fi) != 0) {
     std::lock_guard<std::mutex> lock(opensMu_);
     opens_.erase(fi->fh);
   }
 }
 
-void FuseServer::onRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+void FuseServer::onRelease(FuseReply& reply, fuse_ino_t, fuse_file_info* fi) {
   {
     std::lock_guard<std::mutex> lock(opensMu_);
     opens_.erase(fi->fh);
   }
-  fuse_reply_err(req, 0);
+  reply.err(0);
 }
 
-void FuseServer::onOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  if (noOpendirSupport_) return (void)fuse_reply_err(req, ENOSYS);
-  if (!ns_.valid(ino) || !S_ISDIR(ns_.attr(ino).mode)) return (void)fuse_reply_err(req, ENOTDIR);
+void FuseServer::onOpendir(FuseReply& reply, fuse_ino_t ino, fuse_file_info* fi) {
+  if (noOpendirSupport_) return (void)reply.err(ENOSYS);
+  if (!ns_.valid(ino) || !S_ISDIR(ns_.attr(ino).mode)) return (void)reply.err(ENOTDIR);
   fi->cache_readdir = 1;
   fi->keep_cache = 1;
-  fuse_reply_open(req, fi);
+  reply.open(*fi);
 }
 
-void FuseServer::onRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+void FuseServer::onRead(FuseReply& reply, fuse_ino_t ino, size_t size, off_t off,
                         fuse_file_info* fi) {
-  if (!ns_.valid(ino)) return (void)fuse_reply_err(req, ENOENT);
+  if (!ns_.valid(ino)) return (void)reply.err(ENOENT);
   cache::FileIdentity id;
   bool pinned = false;
   if (fi != nullptr && fi->fh != 0) {
@@ -347,7 +347,7 @@ void FuseServer::onRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   }
   if (!pinned) id = ns_.identity(ino);  // zero-message open, or opened by a previous worker
   const uint64_t offset = static_cast<uint64_t>(off);
-  if (size == 0 || offset >= id.size) return (void)fuse_reply_buf(req, nullptr, 0);
+  if (size == 0 || offset >= id.size) return (void)reply.buf(nullptr, 0);
   const uint64_t end = std::min<uint64_t>(offset + std::min(size, kMaxReadBytes), id.size);
   const uint32_t cs = cache_.chunkSize();
   const uint32_t first = static_cast<uint32_t>(offset / cs);
@@ -365,7 +365,7 @@ void FuseServer::onRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     auto r = cache_.get(path, id, idx, &tier);
     if (!r.isOk()) {
       spdlog::warn("read {} chunk {}: {}", path, idx, r.status().toString());
-      return (void)fuse_reply_err(req, toErrno(r.status()));
+      return (void)reply.err(toErrno(r.status()));
     }
     refs[n] = std::move(r).value();
     const uint64_t chunkStart = uint64_t{idx} * cs;
@@ -382,7 +382,7 @@ void FuseServer::onRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   }
   cache_.stats().readRequests.fetch_add(1, std::memory_order_relaxed);
   cache_.stats().readBytes.fetch_add(end - offset, std::memory_order_relaxed);
-  fuse_reply_iov(req, iov, static_cast<int>(n));
+  reply.iov(iov, static_cast<int>(n));
 }
 
 void FuseServer::maybeReadAhead(fuse_ino_t ino, const cache::FileIdentity& id, uint32_t first,
@@ -399,8 +399,8 @@ void FuseServer::maybeReadAhead(fuse_ino_t ino, const cache::FileIdentity& id, u
   prefetcher_->readAhead(ns_.path(ino), id, from, target - from);
 }
 
-void FuseServer::onReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
-  if (!ns_.valid(ino) || !S_ISDIR(ns_.attr(ino).mode)) return (void)fuse_reply_err(req, ENOTDIR);
+void FuseServer::onReaddir(FuseReply& reply, fuse_ino_t ino, size_t size, off_t off, bool plus) {
+  if (!ns_.valid(ino) || !S_ISDIR(ns_.attr(ino).mode)) return (void)reply.err(ENOTDIR);
   const auto& kids = ns_.children(ino);
   // Not zero-filled: the kernel asks for up to a megabyte per call and a
   // std::vector would memset (and fault in) all of it for a few entries.
@@ -428,21 +428,21 @@ void FuseServer::onReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
         // "." and ".." carry no entry (the kernel does not look them up).
         ns_.fillStat(child, &e.attr);
       }
-      len = fuse_add_direntry_plus(req, buf.get() + used, size - used, name.c_str(), &e,
-                                   static_cast<off_t>(pos + 1));
+      len = reply.addDirentryPlus(buf.get() + used, size - used, name.c_str(), e,
+                                  static_cast<off_t>(pos + 1));
     } else {
       struct stat st;
       ns_.fillStat(child, &st);
-      len = fuse_add_direntry(req, buf.get() + used, size - used, name.c_str(), &st,
+      len = reply.addDirentry(buf.get() + used, size - used, name.c_str(), st,
                               static_cast<off_t>(pos + 1));
     }
     if (len > size - used) break;
     used += len;
   }
-  fuse_reply_buf(req, buf.get(), used);
+  reply.buf(buf.get(), used);
 }
 
-void FuseServer::onStatfs(fuse_req_t req, fuse_ino_t) {
+void FuseServer::onStatfs(FuseReply& reply, fuse_ino_t) {
   struct statvfs sv {};
   sv.f_bsize = 1 << 20;
   sv.f_frsize = 4096;
@@ -450,28 +450,28 @@ void FuseServer::onStatfs(fuse_req_t req, fuse_ino_t) {
   sv.f_files = ns_.nodeCount();
   sv.f_namemax = 255;
   sv.f_flag = ST_RDONLY | ST_NOSUID | ST_NODEV;
-  fuse_reply_statfs(req, &sv);
+  reply.statfs(sv);
 }
 
-void FuseServer::onGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+void FuseServer::onGetxattr(FuseReply& reply, fuse_ino_t ino, const char* name, size_t size) {
   if (ino != DatasetNamespace::kRootIno || config_.adminSocketPath.empty() ||
       std::strcmp(name, admin::kAdminXattr) != 0) {
-    return (void)fuse_reply_err(req, ENODATA);
+    return (void)reply.err(ENODATA);
   }
   const std::string& v = config_.adminSocketPath;
-  if (size == 0) return (void)fuse_reply_xattr(req, v.size());
-  if (size < v.size()) return (void)fuse_reply_err(req, ERANGE);
-  fuse_reply_buf(req, v.data(), v.size());
+  if (size == 0) return (void)reply.xattr(v.size());
+  if (size < v.size()) return (void)reply.err(ERANGE);
+  reply.buf(v.data(), v.size());
 }
 
-void FuseServer::onListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+void FuseServer::onListxattr(FuseReply& reply, fuse_ino_t ino, size_t size) {
   std::string list;
   if (ino == DatasetNamespace::kRootIno && !config_.adminSocketPath.empty()) {
     list.assign(admin::kAdminXattr, std::strlen(admin::kAdminXattr) + 1);
   }
-  if (size == 0) return (void)fuse_reply_xattr(req, list.size());
-  if (size < list.size()) return (void)fuse_reply_err(req, ERANGE);
-  fuse_reply_buf(req, list.data(), list.size());
+  if (size == 0) return (void)reply.xattr(list.size());
+  if (size < list.size()) return (void)reply.err(ERANGE);
+  reply.buf(list.data(), list.size());
 }
 
 }  // namespace epochfs::fusefs

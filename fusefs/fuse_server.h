@@ -7,6 +7,8 @@
 // In --revalidate mode, lookups/getattrs older than the age re-stat the source,
 // opens are real and pin one file version per open. With --push-page-cache,
 // opens are real too (they carry the readers' position) and keep the pages.
+// The handlers reply through a FuseReply (fuse_reply.h): libfuse in the
+// daemon, a recording fake in tests/unit/fusefs/fuse_server_test.cc.
 // Thread-safety: callbacks run on the session's worker threads concurrently.
 #pragma once
 
@@ -28,6 +30,7 @@
 #include "cache/chunk_cache.h"
 #include "cache/source.h"
 #include "fusefs/dataset_namespace.h"
+#include "fusefs/fuse_reply.h"
 #include "prefetch/prefetcher.h"
 
 namespace epochfs::fusefs {
@@ -89,19 +92,21 @@ class FuseServer {
     return stalePages_ && stalePages_[ino].exchange(false, std::memory_order_acq_rel);
   }
 
-  // Callbacks (public for the ops table only).
+  // Callbacks (public for the ops table and the unit tests): each replies
+  // exactly once through `reply`. Without mount(), they serve the namespace
+  // and cache as a mounted server does (no session: nothing to notify).
   void onInit(fuse_conn_info* conn);
-  void onLookup(fuse_req_t req, fuse_ino_t parent, const char* name);
-  void onGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
-  void onReadlink(fuse_req_t req, fuse_ino_t ino);
-  void onOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
-  void onRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
-  void onOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
-  void onRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
-  void onReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus);
-  void onStatfs(fuse_req_t req, fuse_ino_t ino);
-  void onGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size);
-  void onListxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+  void onLookup(FuseReply& reply, fuse_ino_t parent, const char* name);
+  void onGetattr(FuseReply& reply, fuse_ino_t ino, fuse_file_info* fi);
+  void onReadlink(FuseReply& reply, fuse_ino_t ino);
+  void onOpen(FuseReply& reply, fuse_ino_t ino, fuse_file_info* fi);
+  void onRelease(FuseReply& reply, fuse_ino_t ino, fuse_file_info* fi);
+  void onOpendir(FuseReply& reply, fuse_ino_t ino, fuse_file_info* fi);
+  void onRead(FuseReply& reply, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
+  void onReaddir(FuseReply& reply, fuse_ino_t ino, size_t size, off_t off, bool plus);
+  void onStatfs(FuseReply& reply, fuse_ino_t ino);
+  void onGetxattr(FuseReply& reply, fuse_ino_t ino, const char* name, size_t size);
+  void onListxattr(FuseReply& reply, fuse_ino_t ino, size_t size);
 
  private:
   double timeout() const;

@@ -94,6 +94,7 @@ Daemon::Daemon(MountOptions options) : options_(std::move(options)) {}
 
 Daemon::~Daemon() {
   memWatch_.reset();
+  trimmer_.reset();
   if (metricsHttp_) metricsHttp_->stop();
   admin_.stop();
   if (orderSetup_.joinable()) orderSetup_.join();
@@ -305,6 +306,8 @@ Status Daemon::start() {
   s = startCluster();
   if (!s.isOk()) return s;
   startMemoryWatch();
+  trimmer_ = std::make_unique<AllocatorTrimmer>(AllocatorTrimmer::slackFor(options_.ramCacheBytes));
+  trimmer_->start();
 
   std::string socketPath = options_.adminSocket;
   if (socketPath.empty()) {

@@ -19,6 +19,7 @@
 #include "fusefs/admin/admin_commands.h"
 #include "fusefs/admin/admin_server.h"
 #include "fusefs/admin/metrics_http_server.h"
+#include "fusefs/daemon/allocator_trimmer.h"
 #include "fusefs/daemon/memory_pressure_watcher.h"
 #include "fusefs/daemon/mount_options.h"
 #include "fusefs/dataset_namespace.h"
@@ -79,6 +80,7 @@ class Daemon {
   std::unique_ptr<cache::RamTier> ram_;
   uint64_t receivePoolBytes_ = 0;                    // fitMemory()
   std::unique_ptr<MemoryPressureWatcher> memWatch_;  // --memory-watch, stopped before ram_ goes
+  std::unique_ptr<AllocatorTrimmer> trimmer_;        // freed memory back to the kernel
   std::unique_ptr<cache::ChunkStore> disk_;
   std::unique_ptr<cache::ChunkCache> cache_;
   // --peers/--hostfile/--slurm: the other nodes' caches. Declared after

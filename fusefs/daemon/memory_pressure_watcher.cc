@@ -43,25 +43,10 @@ MemoryPressureWatcher::MemoryPressureWatcher(cache::RamTier& tier, MemoryPressur
 MemoryPressureWatcher::~MemoryPressureWatcher() { stop(); }
 
 void MemoryPressureWatcher::start() {
-  thread_ = std::thread([this] {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stopping_) {
-      lock.unlock();
-      pollOnce();
-      lock.lock();
-      cv_.wait_for(lock, period_, [this] { return stopping_; });
-    }
-  });
+  thread_.start(period_, [this] { pollOnce(); });
 }
 
-void MemoryPressureWatcher::stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+void MemoryPressureWatcher::stop() { thread_.stop(); }
 
 void MemoryPressureWatcher::pollOnce() {
   uint64_t ws = 0;

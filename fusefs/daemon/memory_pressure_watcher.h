@@ -19,14 +19,12 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "cache/ram_tier.h"
+#include "fusefs/daemon/periodic_thread.h"
 
 namespace epochfs::fusefs {
 
@@ -72,10 +70,7 @@ class MemoryPressureWatcher {
   uint64_t lowestCap_;
   bool pressured_ = false;  // capped below tierMaxBytes since the last warning
   std::chrono::steady_clock::time_point lastLog_{};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;  // guarded by mu_
-  std::thread thread_;
+  PeriodicThread thread_;
 };
 
 }  // namespace epochfs::fusefs

@@ -1,0 +1,34 @@
+// PeriodicThread: one thread that runs a function once a period until
+// stopped; stop() wakes it at once (no sleep to wait out) and joins it. The
+// daemon's background duties (memory_pressure_watcher.h,
+// allocator_trimmer.h) each own one.
+// Thread-safety: start()/stop() from one thread; stop() is idempotent.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace epochfs::fusefs {
+
+class PeriodicThread {
+ public:
+  PeriodicThread() = default;
+  ~PeriodicThread() { stop(); }
+  PeriodicThread(const PeriodicThread&) = delete;
+  PeriodicThread& operator=(const PeriodicThread&) = delete;
+
+  // Runs `tick` now and then every `period` (after the previous tick ends).
+  void start(std::chrono::milliseconds period, std::function<void()> tick);
+  void stop();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace epochfs::fusefs

@@ -126,6 +126,12 @@ class LabLifecycleTest(unittest.TestCase):
         for delay in (0.6, 1.2):
             up = subprocess.Popen([labtest.CLUSTER_LAB, "up", "--nodes", "4", "--data", self.data,
                                    "--dir", self.dir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            # Killed `delay` after it recorded its first resource: under load
+            # (CI, other builds) `up` may take seconds to get that far.
+            state = os.path.join(self.dir, "state.json")
+            deadline = time.monotonic() + 60
+            while not os.path.exists(state) and up.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
             time.sleep(delay)
             up.kill()
             up.wait()

@@ -16,6 +16,7 @@
 #include "cache/ram_tier.h"
 #include "fusefs/daemon/memory_limit.h"
 #include "fusefs/daemon/memory_pressure_watcher.h"
+#include "tests/unit/scoped_temp_dir.h"
 
 namespace epochfs::fusefs {
 namespace {
@@ -59,17 +60,12 @@ TEST(MemoryFit, RamCacheClampedToWhatTheFixedCostsLeave) {
 
 class FakeCgroupUsage : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/epochfs-mempressure-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(root_); }
   static void write(const std::string& path, const std::string& text) {
     fs::create_directories(fs::path(path).parent_path());
     std::ofstream(path) << text;
   }
-  std::string root_;
+  testing::ScopedTempDir dir_{"epochfs-mempressure"};
+  const std::string root_ = dir_.path();
 };
 
 // Pass: v1 reads memory.usage_in_bytes less total_inactive_file (not the

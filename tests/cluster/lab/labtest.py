@@ -11,8 +11,8 @@ import subprocess
 import sys
 import unittest
 
-from epochfs import lab as lab_mod
-from epochfs.lab_down import down
+from epochfs.lab import lab as lab_mod
+from epochfs.lab.down import down
 
 SKIP = 77  # CTest's SKIP_RETURN_CODE
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

@@ -13,7 +13,7 @@ import time
 import unittest
 
 import labtest
-from epochfs import lab_workload
+from epochfs.lab import workload as lab_workload
 
 
 def cpu_quota(dirs):

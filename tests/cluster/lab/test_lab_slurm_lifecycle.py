@@ -12,9 +12,9 @@ import time
 import unittest
 
 import labtest
-from epochfs import lab_workload
-from epochfs.lab_state import LabState
-from epochfs.lab_util import read_text
+from epochfs.lab import workload as lab_workload
+from epochfs.lab.state import LabState
+from epochfs.lab.util import read_text
 
 
 def _argv(pid):

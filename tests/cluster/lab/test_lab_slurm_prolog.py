@@ -11,8 +11,8 @@ import os
 
 import labtest
 import slurmtest
-from epochfs import lab_workload
-from epochfs.lab_util import read_text
+from epochfs.lab import workload as lab_workload
+from epochfs.lab.util import read_text
 
 JOB = """#!/bin/bash
 set -e

@@ -10,5 +10,5 @@
 ``peer_prefetch_bench``  ``tools/cluster-bench peer-prefetch``
 ``capacity_bench``       ``tools/cluster-bench capacity``
 
-The cluster lab (``epochfs.lab*``) is harness too and still lives beside the user API.
+The cluster lab, ``epochfs.lab`` (tools/cluster-lab, docs/LAB.md), is harness too.
 """

@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 
-from .lab_util import LabError, rate_text, read_text, run
+from .util import LabError, rate_text, read_text, run
 
 SUBNET = "10.99.0"
 PREFIX_LEN = 24

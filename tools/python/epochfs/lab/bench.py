@@ -28,10 +28,11 @@ import subprocess
 import tempfile
 import time
 
-from . import admin, lab_net, lab_node, lab_workload
+from .. import admin
+from . import net as lab_net, node as lab_node, workload as lab_workload
 from .lab import Lab
-from .lab_down import down
-from .lab_util import ArgParser, LabError, log, parse_rate, rate_text
+from .down import down
+from .util import ArgParser, LabError, log, parse_rate, rate_text
 
 CHUNK = 1 << 20
 SATURATED = 0.90

@@ -14,8 +14,8 @@ import shutil
 import subprocess
 import time
 
-from . import lab_net, lab_node
-from .lab_util import LabError, log, read_text, run, write_text
+from . import net as lab_net, node as lab_node
+from .util import LabError, log, read_text, run, write_text
 
 PACKAGES = ("slurm-wlm", "munge")
 PROGRAMS = ("slurmctld", "slurmd", "munged", "sbatch", "srun", "scontrol", "sinfo")
@@ -65,7 +65,7 @@ def paths(directory):
 def _slurm_conf(prefix, p, nodes, cpus):
     d = p["dir"]
     lines = [
-        "# cluster-lab %s: Slurm on the lab's nodes (tools/python/epochfs/lab_slurm.py)" % prefix,
+        "# cluster-lab %s: Slurm on the lab's nodes (tools/python/epochfs/lab/slurm.py)" % prefix,
         "ClusterName=lab%s" % prefix[2:],
         "SlurmctldHost=node0(%s)" % lab_net.node_address(0),
         "SlurmUser=root", "SlurmdUser=root",

@@ -2,14 +2,14 @@
 read-only loop device with direct I/O on the backing file (a read of the source is a read of
 the disk, not of the host's page cache), mounted read-only at DIR/source before the nodes'
 mount namespaces are made, so every node sees the same mount. The read limit that all nodes
-share is on this device (lab_cgroup). Counted from outside: inotify on the tree (lab_count)
+share is on this device (cgroup.py). Counted from outside: inotify on the tree (lab_count)
 and the device's own read counter (/sys/block/loopN/stat).
 Standard library only.
 """
 
 import os
 
-from .lab_util import LabError, log, read_text, run, tree_bytes
+from .util import LabError, log, read_text, run, tree_bytes
 
 
 def image_bytes(data_bytes, files):

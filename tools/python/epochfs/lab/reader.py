@@ -1,5 +1,5 @@
 """A data loader's reads, run inside a lab node (`cluster-lab exec NODE python3 -m
-epochfs.lab_reader ...`): reads the listed files under --root in order with --threads
+epochfs.lab.reader ...`): reads the listed files under --root in order with --threads
 threads, each whole (32 KiB reads, as sha1sum: the kernel sends 128 KiB FUSE READs), hashes
 it, and drops its pages afterwards (POSIX_FADV_DONTNEED) so that reading it again asks the
 daemon, not the page cache. With --until FILE it goes round the list again and again, and stops
@@ -66,7 +66,7 @@ class Reader:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m epochfs.lab_reader", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python3 -m epochfs.lab.reader", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", default=os.environ.get("EPOCHFS_LAB_MOUNT"),
                     help="where the files are (default: the node's mountpoint, $EPOCHFS_LAB_MOUNT)")

@@ -9,8 +9,8 @@ import os
 import signal
 import time
 
-from . import lab_net
-from .lab_util import ArgParser, LabError, log
+from . import net as lab_net
+from .util import ArgParser, LabError, log
 
 ACTIONS = ("cut", "restore", "kill", "freeze", "thaw")
 

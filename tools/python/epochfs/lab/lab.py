@@ -2,10 +2,10 @@
 
 `Lab.up()` makes, in this order, recording each thing in DIR/state.json before making it:
 the lab's directories (DIR/ns a private bind mount for the namespace files, DIR/mnt a shared
-one for the mountpoints), the job's secret and hostfile, the source (lab_source), the cgroups
-(lab_cgroup), the bridge and per node its network (lab_net), namespaces (lab_node) and cgroups,
+one for the mountpoints), the job's secret and hostfile, the source (source.py), the cgroups
+(cgroup.py), the bridge and per node its network (net.py), namespaces (node.py) and cgroups,
 then starts every node's daemon through the documented launch and waits until each sees all
-the others. `Lab.load()` opens a lab that is up; `lab_down.down()` removes it.
+the others. `Lab.load()` opens a lab that is up; `down.down()` removes it.
 Standard library only.
 """
 
@@ -14,11 +14,12 @@ import os
 import random
 import time
 
-from . import admin, lab_cgroup, lab_net, lab_node, lab_slurm, lab_source
-from .bench.bench_env import is_mounted
-from .lab_down import down
-from .lab_state import LabState
-from .lab_util import LabError, log, rate_text, read_text, run
+from .. import admin
+from . import cgroup as lab_cgroup, net as lab_net, node as lab_node, slurm as lab_slurm, source as lab_source
+from ..bench.bench_env import is_mounted
+from .down import down
+from .state import LabState
+from .util import LabError, log, rate_text, read_text, run
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 DEFAULT_DIR = os.environ.get("EPOCHFS_LAB_DIR", "/var/tmp/epochfs-lab")

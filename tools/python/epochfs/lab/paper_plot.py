@@ -1,6 +1,6 @@
 """Pictures and the table of `cluster-lab paper`'s JSON (docs/LAB.md, "The paper's experiment"):
 
-    python3 -m epochfs.lab_paper_plot FILE.json --png DIR [--table]
+    python3 -m epochfs.lab.paper_plot FILE.json --png DIR [--table]
 
 - lab-paper-loading.png: steady-state loading time (mean of epochs 2..E) vs p, measured points
   over the model's lines, one colour per case; hollow markers: taken with the CPU saturated;
@@ -150,7 +150,7 @@ def plot(doc, directory):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m epochfs.lab_paper_plot", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python3 -m epochfs.lab.paper_plot", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json")
     ap.add_argument("--png", metavar="DIR")

@@ -11,10 +11,10 @@ import os
 import signal
 import sys
 
-from . import lab_workload
+from . import workload as lab_workload
 from .lab import Lab
-from .lab_down import down
-from .lab_util import ArgParser, LabError, parse_rate
+from .down import down
+from .util import ArgParser, LabError, parse_rate
 
 
 def dataset_of(root):
@@ -43,7 +43,7 @@ def report(e, f, dataset, nodes, bad):
 
 
 def main(argv=None):
-    ap = ArgParser(prog="epochfs.lab_demo", description=__doc__)
+    ap = ArgParser(prog="epochfs.lab.demo", description=__doc__)
     ap.add_argument("--data", required=True)
     ap.add_argument("--dir", required=True, help="the lab's directory (removed at the end)")
     ap.add_argument("--nodes", type=int, default=3)

@@ -1,6 +1,6 @@
 """Command line of tools/cluster-lab: parses each subcommand's options and reports user errors
 as one line (exit 2), never a traceback. The work is done by epochfs.lab (up, status),
-epochfs.lab_down (down), epochfs.lab_node (exec) and epochfs.lab_bench (bench).
+epochfs.lab.down (down), epochfs.lab.node (exec) and epochfs.lab.bench (bench).
 Standard library only.
 """
 
@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from . import lab as lab_mod
-from .lab_util import ArgParser, LabError, parse_rate, parse_size
+from .util import ArgParser, LabError, parse_rate, parse_size
 
 USAGE = """cluster-lab: a cluster of epochfs nodes on one machine (docs/LAB.md)
 
@@ -111,7 +111,7 @@ def _down(argv):
         "loop device, cgroups, files), from its state file; also after a crash. Idempotent."))
     _dir_arg(p)
     a = p.parse_args(argv)
-    from .lab_down import down
+    from .down import down
     down(a.dir)
     return 0
 
@@ -129,32 +129,32 @@ def _exec(argv):
     if not a.cmd:
         raise LabError("cluster-lab exec: no command given")
     lab = lab_mod.Lab.load(a.dir)
-    from .lab_node import exec_in
+    from .node import exec_in
     exec_in(lab.node(a.node), a.cmd)
 
 
 def _bench(argv):
-    from . import lab_bench
+    from . import bench as lab_bench
     return lab_bench.main(argv)
 
 
 def _fault(argv):
-    from . import lab_fault
+    from . import fault as lab_fault
     return lab_fault.main(argv)
 
 
 def _capacity(argv):
-    from . import lab_capacity
+    from . import capacity as lab_capacity
     return lab_capacity.main(argv)
 
 
 def _run(argv):
-    from . import lab_paper
+    from . import paper as lab_paper
     return lab_paper.main_run(argv)
 
 
 def _paper(argv):
-    from . import lab_paper
+    from . import paper as lab_paper
     return lab_paper.main_paper(argv)
 
 

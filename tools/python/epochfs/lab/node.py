@@ -1,6 +1,6 @@
 """One node of the cluster lab: its namespaces, how to run a command in it, and its daemon.
 
-A node is a network namespace (lab_net) plus a UTS namespace (its hostname) and a mount
+A node is a network namespace (net.py) plus a UTS namespace (its hostname) and a mount
 namespace, both kept alive by bind mounts of their /proc/PID/ns files under DIR/ns (a private
 mount), so `exec` and `down` work whether or not a process still runs there. In the mount
 namespace /sys is mounted afresh (UCX lists the node's interfaces from /sys/class/net; the
@@ -9,15 +9,15 @@ itself from its cgroup limit). The mount namespace is copied with `--propagation
 so a FUSE mount under DIR/mnt (a shared bind mount) appears in the main namespace too.
 
 A process runs "in" a node when it is in the node's three namespaces and its cgroups
-(lab_cgroup): `nsenter` after joining the cgroups in the child before exec.
+(cgroup.py): `nsenter` after joining the cgroups in the child before exec.
 Standard library only.
 """
 
 import os
 import subprocess
 
-from . import lab_cgroup, lab_net
-from .lab_util import LabError, read_text, run
+from . import cgroup as lab_cgroup, net as lab_net
+from .util import LabError, read_text, run
 
 # Runs inside the new namespaces: the hostname, then sysfs of the node's network namespace,
 # with the cgroup mounts carried over (sysfs would hide them). /sys is made a slave first so

@@ -10,7 +10,7 @@ import json
 import os
 import time
 
-from .lab_util import LabError
+from .util import LabError
 
 STATE_NAME = "state.json"
 VERSION = 1

@@ -1,6 +1,6 @@
 """Workloads on the cluster lab, counted from outside the daemons: a dataset of files larger
 than one FUSE read, epochs in which every node reads the whole tree in its own shuffled order
-(epochfs.lab_reader inside each node), and the counters an epoch is judged by:
+(epochfs.lab.reader inside each node), and the counters an epoch is judged by:
 
 - source reads: inotify IN_OPEN on every directory of the source (the daemon opens a source
   file for each chunk it reads; every file here is one chunk, so bytes = opens x size), and
@@ -19,11 +19,11 @@ import sys
 import tempfile
 import time
 
-from . import lab_net, lab_node, lab_source
-from .bench.capacity_bench import OpenCounter
-from .bench.locality_bench import _drop_caches as drop_caches
+from . import net as lab_net, node as lab_node, source as lab_source
+from ..bench.capacity_bench import OpenCounter
+from ..bench.locality_bench import _drop_caches as drop_caches
 
-READER = [sys.executable if os.path.exists(sys.executable) else "/usr/bin/python3", "-m", "epochfs.lab_reader"]
+READER = [sys.executable if os.path.exists(sys.executable) else "/usr/bin/python3", "-m", "epochfs.lab.reader"]
 
 
 def make_dataset(root, files, min_kib=150, max_kib=400, classes=16, seed=2026):

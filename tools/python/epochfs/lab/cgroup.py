@@ -15,7 +15,7 @@ Standard library only.
 import os
 import time
 
-from .lab_util import LabError, read_text, write_text
+from .util import LabError, read_text, write_text
 
 ROOT = "/sys/fs/cgroup"
 

@@ -18,10 +18,11 @@ import shutil
 import tempfile
 import time
 
-from . import admin, lab_workload
+from .. import admin
+from . import workload as lab_workload
 from .lab import Lab
-from .lab_down import down
-from .lab_util import ArgParser, LabError, log, parse_rate
+from .down import down
+from .util import ArgParser, LabError, log, parse_rate
 
 
 def daemon_ram_cache(lab, node):

@@ -16,9 +16,9 @@ import shutil
 import signal
 import time
 
-from . import lab_cgroup, lab_net, lab_source
-from .lab_state import LabState
-from .lab_util import LabError, log, read_text, run
+from . import cgroup as lab_cgroup, net as lab_net, source as lab_source
+from .state import LabState
+from .util import LabError, log, read_text, run
 
 # What `up` writes directly in the lab's directory (besides the state file).
 LAB_ENTRIES = ("ns", "mnt", "nodes", "secret", "hostfile", "source", "slurm")

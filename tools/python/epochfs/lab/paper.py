@@ -2,7 +2,7 @@
 "The paper's experiment") with real daemons on the lab, beside the model's terms.
 
 `run`: an epoch workload on a lab that is up: K ranks per node (reader processes inside the
-node, epochfs.lab_reader), each reading its share of every epoch in the order of
+node, epochfs.lab.reader), each reading its share of every epoch in the order of
 - `distributed`: torch's DistributedSampler, unchanged (a permutation seeded seed+epoch,
   padded to a multiple of the world size, every world-th index from the rank; set_epoch each
   epoch), reproduced in the standard library (torch is not installed here);
@@ -28,10 +28,10 @@ import subprocess
 import tempfile
 import time
 
-from . import lab_node, lab_workload
+from . import node as lab_node, workload as lab_workload
 from .lab import Lab
-from .lab_down import down
-from .lab_util import ArgParser, LabError, log, parse_rate, parse_size
+from .down import down
+from .util import ArgParser, LabError, log, parse_rate, parse_size
 
 CASES = ("direct", "local", "cluster", "cluster-order", "locality")
 TCP_PAYLOAD = 1448 / 1514  # what TCP carries of a tbf rate at MTU 1500 (docs/LAB.md)
@@ -56,7 +56,7 @@ def global_sequence(n, world, seed, epoch):
 def locality_indices(n, world, ranks_per_node, local_batch, owners, seed, epoch):
     """Per rank: the samples of each global batch (local_batch x world positions of the
     DistributedSampler sequence) that the paper's assignment gives it; b = moved / samples."""
-    from .locality import assign_global_batch
+    from ..locality import assign_global_batch
     seq = global_sequence(n, world, seed, epoch)
     g = local_batch * world
     learner_nodes = [r // ranks_per_node for r in range(world)]
@@ -158,7 +158,7 @@ class MemoryWatch:
 
 
 def owners_of(lab, files):
-    from . import admin
+    from .. import admin
     _, owners = admin.placement(lab.nodes[0]["mountpoint"])
     return [owners.get(f, -1) for f in files]
 
@@ -267,7 +267,7 @@ class LocalLab(Lab):
 
     def _make(self, data, options, wait_s):
         """Lab._make, each daemon started with a hostfile of its own node only."""
-        from . import lab_net
+        from . import net as lab_net
         start = lab_node.start_daemon
 
         def start_alone(doc, node, epochfs, opts):
@@ -325,7 +325,7 @@ def paper(node_counts=(1, 2, 4, 8), files=2000, epochs=3, link=25_000_000, sourc
                 lab = cls.up(data, p, directory=lab_dir, link=link, source_bw=r,
                              node_memory=memory, epochfs_options=opts)
                 try:
-                    from .lab_capacity import daemon_ram_cache
+                    from .capacity import daemon_ram_cache
                     ram_cache, memory_limit = daemon_ram_cache(lab, lab.nodes[0])
                     say("  node0's daemon: RAM tier %.1f MiB of a %.1f MiB memory limit"
                         % (ram_cache / 2**20, memory_limit / 2**20))
@@ -416,7 +416,7 @@ def main_paper(argv):
                 a.source_seconds, threads=a.threads, json_path=a.json_path, cases=cases,
                 headroom=parse_size(a.headroom) if a.headroom != "0" else 0)
     if a.png:
-        from . import lab_paper_plot
+        from . import paper_plot as lab_paper_plot
         lab_paper_plot.plot(doc, a.png)
     if not a.json_path:
         print(json.dumps(doc, indent=1))

@@ -1,0 +1,23 @@
+"""The cluster lab (tools/cluster-lab, docs/LAB.md): N epochfs nodes on one Linux host that look
+like a cluster. Benchmark harness, apart from the user API and not installed with it: run from a
+checkout (``PYTHONPATH=tools/python``). Importing the package imports none of its modules.
+
+``lab``         ``Lab``: ``up`` (makes the lab, starts the daemons), ``load``, ``status``
+``down``        removes everything a lab made, from its state file
+``state``       the state file (DIR/state.json)
+``source``      the shared source: an ext4 image on a read-only loop device
+``cgroup``      per node memory and cpu limits; the source's shared read limit
+``net``         the bridge, per node a network namespace, veth and tbf; link counters
+``node``        a node's namespaces, running a command in it, its daemon
+``slurm``       Slurm on the nodes (``up --slurm``)
+``fault``       ``cluster-lab fault``: cut, restore, kill, freeze, thaw
+``workload``    datasets, the nodes' readers and the counters an epoch is judged by
+``reader``      a data loader's reads, run inside a node (``python3 -m epochfs.lab.reader``)
+``capacity``    ``cluster-lab capacity``
+``bench``       ``cluster-lab bench``: peer fetch against a link, beside ``ucx_perftest``
+``paper``       ``cluster-lab run`` and ``cluster-lab paper``: the seed paper's experiment
+``paper_plot``  the table and pictures of ``cluster-lab paper``'s JSON
+``demo``        ``tools/demo --cluster``
+``cli``         the command line of tools/cluster-lab
+``util``        the error type, logging, rates and sizes, small file helpers
+"""

@@ -19,9 +19,8 @@ from . import cgroup as lab_cgroup, net as lab_net, node as lab_node, slurm as l
 from ..bench.bench_env import is_mounted
 from .down import down
 from .state import LabState
-from .util import LabError, log, rate_text, read_text, run
+from .util import REPO, LabError, log, rate_text, read_text, run
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 DEFAULT_DIR = os.environ.get("EPOCHFS_LAB_DIR", "/var/tmp/epochfs-lab")
 DEFAULT_LINK = "200mbit"
 DEFAULT_SOURCE_BW = "400mbit"

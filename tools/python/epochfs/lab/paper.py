@@ -31,7 +31,7 @@ import time
 from . import node as lab_node, workload as lab_workload
 from .lab import Lab
 from .down import down
-from .util import ArgParser, LabError, log, parse_rate, parse_size
+from .util import PYTHON_DIR, ArgParser, LabError, log, parse_rate, parse_size
 
 CASES = ("direct", "local", "cluster", "cluster-order", "locality")
 TCP_PAYLOAD = 1448 / 1514  # what TCP carries of a tbf rate at MTU 1500 (docs/LAB.md)
@@ -170,7 +170,7 @@ def run_epochs(lab, dataset, sampler="distributed", ranks_per_node=2, epochs=3, 
     n, p = len(files), len(lab.nodes)
     world = p * ranks_per_node
     counters = lab_workload.Counters(lab, lab_workload.source_counter(lab.source["path"]), dataset)
-    env = {"PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    env = {"PYTHONPATH": PYTHON_DIR}
     out = []
     for e in range(epochs):
         b = None

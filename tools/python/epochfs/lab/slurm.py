@@ -15,12 +15,11 @@ import subprocess
 import time
 
 from . import net as lab_net, node as lab_node
-from .util import LabError, log, read_text, run, write_text
+from .util import REPO, LabError, log, read_text, run, write_text
 
 PACKAGES = ("slurm-wlm", "munge")
 PROGRAMS = ("slurmctld", "slurmd", "munged", "sbatch", "srun", "scontrol", "sinfo")
 SLURM_DIR = "slurm"
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 HOOKS = os.path.join(REPO, "tools", "packaging", "slurm")
 
 # In the node's mount namespace: the mounts holding /etc/hosts, /tmp and /run become private

@@ -13,6 +13,9 @@ import re
 import subprocess
 import sys
 
+# tools/python (the PYTHONPATH of the readers run in the nodes) and the checkout above it.
+PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(PYTHON_DIR))
 # ip, tc, losetup, mkfs.ext4 live in sbin, which a non-login root shell's PATH may lack.
 os.environ["PATH"] = os.pathsep.join(
     [os.environ.get("PATH", "/usr/bin:/bin")] +

@@ -22,6 +22,7 @@ import time
 from . import net as lab_net, node as lab_node, source as lab_source
 from ..bench.capacity_bench import OpenCounter
 from ..bench.locality_bench import _drop_caches as drop_caches
+from .util import PYTHON_DIR
 
 READER = [sys.executable if os.path.exists(sys.executable) else "/usr/bin/python3", "-m", "epochfs.lab.reader"]
 
@@ -92,7 +93,7 @@ def start_readers(lab, orders, threads=1, until=None):
         argv = READER + ["--root", node["mountpoint"], "--list", listing, "--threads", str(threads)]
         if until:
             argv += ["--until", until]
-        env = {"PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+        env = {"PYTHONPATH": PYTHON_DIR}
         out = tempfile.TemporaryFile(mode="w+", dir=lab.state.dir)
         p = lab_node.popen(node, argv, env=env, stdout=out, stderr=subprocess.STDOUT)
         handles.append((name, p, listing, out))

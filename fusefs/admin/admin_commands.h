@@ -52,6 +52,15 @@ struct MountConfig {
   nlohmann::json options;     // `status.options`
 };
 
+// The daemon's memory-pressure watcher (fusefs/daemon/memory_pressure_watcher.h),
+// as `stats.memory.pressure` shows it.
+struct MemoryPressureFigures {
+  bool watching = false;  // false: no cgroup limit, or --memory-watch off
+  uint64_t shrinks = 0;
+  uint64_t lowestCapBytes = 0;
+  uint64_t workingSetBytes = 0;
+};
+
 // The parts of a running mount the admin commands read and steer. The
 // references are to objects the daemon owns and keeps until the admin server
 // has stopped.
@@ -76,6 +85,8 @@ struct MountState {
   std::function<nlohmann::json()> libraries;
   // The process's resident set size (stats.memory.rss_bytes); unset: 0.
   std::function<uint64_t()> residentBytes;
+  // The memory-pressure watcher's figures; unset: not watching.
+  std::function<MemoryPressureFigures()> memoryPressure;
 };
 
 class AdminCommands {

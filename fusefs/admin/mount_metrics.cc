@@ -67,6 +67,31 @@ void declareRamClass(Declare& d, const std::string& name,
       [usage] { return usage().evictions; }, "epochfs_ram_class_evictions_total", cls);
 }
 
+// The memory-pressure watcher: how often it capped the RAM tier under the
+// cgroup's limit (the cap now is tiers.ram.capacity_bytes).
+void declareMemoryPressure(Declare& d, std::function<MemoryPressureFigures()> figures) {
+  const std::string p = "stats.memory.pressure.";
+  const auto f = [figures] { return figures ? figures() : MemoryPressureFigures{}; };
+  d(
+      p + "watching", kGauge, "",
+      "1 while the memory-pressure watcher samples the cgroup's working set, else 0.",
+      [f] { return f().watching; }, "epochfs_memory_pressure_watching");
+  d(
+      p + "shrinks", kCounter, "shrinks",
+      "Times the memory-pressure watcher capped the RAM tier lower (to stay clear of the "
+      "cgroup's limit).",
+      [f] { return f().shrinks; }, "epochfs_memory_pressure_shrinks_total");
+  d(
+      p + "lowest_cap_bytes", kGauge, "bytes",
+      "The lowest cap the watcher set on the RAM tier (its configured size before a shrink).",
+      [f] { return f().lowestCapBytes; }, "epochfs_memory_pressure_lowest_cap_bytes");
+  d(
+      p + "working_set_bytes", kGauge, "bytes",
+      "The memory cgroup's working set (usage less inactive page cache) at the watcher's last "
+      "sample; 0 when not watching.",
+      [f] { return f().workingSetBytes; }, "epochfs_memory_working_set_bytes");
+}
+
 // The disk tier's health (docs/RELIABILITY.md case 7b).
 void declareDiskHealth(Declare& d, const cache::DiskTier& disk) {
   const std::string p = "stats.tiers.disk.";
@@ -368,6 +393,7 @@ Status declareMountMetrics(MetricRegistry& registry, const MountMetricSources& s
   const cache::ChunkCache& cache = m.cache;
   d("stats.memory.inflight_fetches", kGauge, "fetches", "Chunk fetches in progress.",
     [&cache] { return cache.inflightFetches(); });
+  declareMemoryPressure(d, m.memoryPressure);
 
   // stats: the admin socket
   if (const AdminServerCounters* c = src.admin; c != nullptr) {

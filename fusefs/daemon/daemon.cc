@@ -93,10 +93,10 @@ Status checkMountable(const MountOptions& o) {
 Daemon::Daemon(MountOptions options) : options_(std::move(options)) {}
 
 Daemon::~Daemon() {
-  memWatch_.reset();
   trimmer_.reset();
   if (metricsHttp_) metricsHttp_->stop();
   admin_.stop();
+  memWatch_.reset();  // after the admin server: `stats` reads its figures
   if (orderSetup_.joinable()) orderSetup_.join();
   if (pusher_) pusher_->close();  // no notification on a session about to go
   mounted_.store(nullptr);
@@ -359,7 +359,14 @@ Status Daemon::start() {
                          {"libfuse", libfuseVersion()},
                          {"ucx", transport::ucxVersion()}};
                    },
-                   .residentBytes = [] { return currentRssBytes(); }};
+                   .residentBytes = [] { return currentRssBytes(); },
+                   .memoryPressure =
+                       [this] {
+                         const MemoryPressureWatcher* w = memWatch_.get();
+                         return w ? MemoryPressureFigures{true, w->shrinks(), w->lowestCapBytes(),
+                                                          w->workingSetBytes()}
+                                  : MemoryPressureFigures{};
+                       }};
   adminCommands_ = std::make_unique<AdminCommands>(state);
   s = adminCommands_->registerAll(admin_);
   if (!s.isOk()) return s;

@@ -51,6 +51,7 @@ void MemoryPressureWatcher::stop() { thread_.stop(); }
 void MemoryPressureWatcher::pollOnce() {
   uint64_t ws = 0;
   if (!sample_(&ws)) return;
+  workingSet_.store(ws, std::memory_order_relaxed);
   const uint64_t used = tier_.usage().bytesUsed;
   const uint64_t next = policy_.nextCap(ws, used, cap_);
   if (next == cap_) return;
@@ -59,8 +60,9 @@ void MemoryPressureWatcher::pollOnce() {
   tier_.setCapacity(cap_);
   const auto now = std::chrono::steady_clock::now();
   if (shrink) {
-    ++shrinks_;
-    lowestCap_ = std::min(lowestCap_, cap_);
+    shrinks_.fetch_add(1, std::memory_order_relaxed);
+    lowestCap_.store(std::min(lowestCap_.load(std::memory_order_relaxed), cap_),
+                     std::memory_order_relaxed);
     malloc_trim(0);  // small chunks' freed memory back to the kernel too
     // A warning when the episode starts, then at most one line every 10 s.
     if (!pressured_ || now - lastLog_ >= std::chrono::seconds(10)) {
@@ -76,7 +78,7 @@ void MemoryPressureWatcher::pollOnce() {
   } else if (pressured_ && cap_ >= policy_.tierMaxBytes) {
     spdlog::info(
         "memory pressure gone: RAM tier back at {:.1f} MiB ({} shrinks, lowest {:.1f} MiB)",
-        cap_ / kMiB, shrinks_, lowestCap_ / kMiB);
+        cap_ / kMiB, shrinks(), lowestCapBytes() / kMiB);
     pressured_ = false;
   }
 }

@@ -12,12 +12,15 @@
 // (RamTier::setCapacity: guests go first, then owned chunks) so that 1.5 ×
 // margin is free again; when more than 2 × margin is free it lets the tier grow
 // back, up to its configured size. Each change is logged (a warning when the
-// tier first shrinks, info when it is whole again).
+// tier first shrinks, info when it is whole again) and counted: shrinks(),
+// lowestCapBytes() and the last working set are `stats.memory.pressure`
+// (docs/METRICS.md); the cap itself is the tier's `capacity_bytes`.
 //
 // Thread-safety: start()/stop() from one thread; the policy and pollOnce() are
-// for tests and the watcher's own thread.
+// for tests and the watcher's own thread; the figures may be read from any.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -56,8 +59,11 @@ class MemoryPressureWatcher {
   // One sample and decision (the thread's loop body).
   void pollOnce();
 
-  uint64_t shrinks() const { return shrinks_; }
-  uint64_t lowestCapBytes() const { return lowestCap_; }
+  // Times the tier was capped lower; the lowest cap so far; the cgroup's
+  // working set at the last readable sample (0 before one).
+  uint64_t shrinks() const { return shrinks_.load(std::memory_order_relaxed); }
+  uint64_t lowestCapBytes() const { return lowestCap_.load(std::memory_order_relaxed); }
+  uint64_t workingSetBytes() const { return workingSet_.load(std::memory_order_relaxed); }
 
  private:
   cache::RamTier& tier_;
@@ -66,8 +72,9 @@ class MemoryPressureWatcher {
   const std::string limitFile_;
   const std::chrono::milliseconds period_;
   uint64_t cap_;
-  uint64_t shrinks_ = 0;
-  uint64_t lowestCap_;
+  std::atomic<uint64_t> shrinks_{0};
+  std::atomic<uint64_t> lowestCap_;
+  std::atomic<uint64_t> workingSet_{0};
   bool pressured_ = false;  // capped below tierMaxBytes since the last warning
   std::chrono::steady_clock::time_point lastLog_{};
   PeriodicThread thread_;

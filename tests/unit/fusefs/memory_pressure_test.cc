@@ -135,7 +135,8 @@ cache::ChunkRef chunk(uint64_t fileId, size_t size) {
 // other processes take 22 MiB: the watcher caps the tier (chunks evicted,
 // capacity reported lower) so that 1.5 margins are free; when they leave it
 // grows back to the configured size and the tier admits again; unreadable
-// samples change nothing.
+// samples change nothing. Its figures (stats.memory.pressure) count each
+// shrink, keep the lowest cap and the last readable working set.
 TEST(MemoryPressureWatcherTest, CapsTheTierUnderPressureAndGrowsBack) {
   cache::RamTier tier(24 * kMiB);
   for (uint64_t f = 1; f <= 24; ++f) ASSERT_TRUE(tier.insert(chunk(f, kMiB)));
@@ -150,27 +151,40 @@ TEST(MemoryPressureWatcherTest, CapsTheTierUnderPressureAndGrowsBack) {
         return readable;
       },
       "fake/memory.limit_in_bytes");
+  EXPECT_EQ(w.shrinks(), 0u);
+  EXPECT_EQ(w.lowestCapBytes(), 24 * kMiB);
+  EXPECT_EQ(w.workingSetBytes(), 0u);
   w.pollOnce();  // 46 MiB of 50: 4 free, 4 short of the margin + 4
   EXPECT_EQ(tier.usage().capacityBytes, 16 * kMiB);
   EXPECT_EQ(tier.usage().bytesUsed, 16 * kMiB);
   EXPECT_EQ(w.shrinks(), 1u);
+  EXPECT_EQ(w.lowestCapBytes(), 16 * kMiB);
+  EXPECT_EQ(w.workingSetBytes(), 46 * kMiB);
   w.pollOnce();  // 12 free: steady
   EXPECT_EQ(tier.usage().capacityBytes, 16 * kMiB);
+  EXPECT_EQ(w.shrinks(), 1u);
+  EXPECT_EQ(w.workingSetBytes(), 38 * kMiB);
 
   readable = false;
   others = 90 * kMiB;
   w.pollOnce();
   EXPECT_EQ(tier.usage().capacityBytes, 16 * kMiB);
+  EXPECT_EQ(w.workingSetBytes(), 38 * kMiB);
   readable = true;
   w.pollOnce();  // 106 of 50: 68 short, more than the tier holds
   EXPECT_EQ(tier.usage().bytesUsed, 0u);
   EXPECT_FALSE(tier.insert(chunk(100, kMiB)));
+  EXPECT_EQ(w.shrinks(), 2u);
   EXPECT_EQ(w.lowestCapBytes(), 0u);
 
   others = 10 * kMiB;
   w.pollOnce();  // 40 free: grows by 24, the configured size
   EXPECT_EQ(tier.usage().capacityBytes, 24 * kMiB);
   EXPECT_TRUE(tier.insert(chunk(100, kMiB)));
+  // Growing back is no shrink; the lowest cap stays.
+  EXPECT_EQ(w.shrinks(), 2u);
+  EXPECT_EQ(w.lowestCapBytes(), 0u);
+  EXPECT_EQ(w.workingSetBytes(), 10 * kMiB);
 }
 
 // Pass: the thread polls on its own and stops promptly.

@@ -17,6 +17,7 @@ checkout (``PYTHONPATH=tools/python``). Importing the package imports none of it
 ``bench``       ``cluster-lab bench``: peer fetch against a link, beside ``ucx_perftest``
 ``paper``       ``cluster-lab run`` and ``cluster-lab paper``: the seed paper's experiment
 ``paper_plot``  the table and pictures of ``cluster-lab paper``'s JSON
+``memory``      what the nodes' memory did in an epoch: OOM kills, peaks, the watcher's shrinks
 ``demo``        ``tools/demo --cluster``
 ``cli``         the command line of tools/cluster-lab
 ``util``        the error type, logging, rates and sizes, small file helpers

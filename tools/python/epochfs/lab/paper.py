@@ -13,10 +13,14 @@ node, epochfs.lab.reader), each reading its share of every epoch in the order of
 - `direct` (`--source`): DistributedSampler straight from the lab's source, no epochfs.
 Per epoch: loading time, source bytes (inotify opens x sizes), link bytes (the nodes' veths),
 CPU busy share of the host (/proc/stat), OOM kills in the nodes' memory cgroups (the kernel
-log: the daemon's workers and other tasks) and the nodes' peak memory. Standard library only.
+log: the daemon's workers and other tasks), the nodes' peak memory, and per node the memory
+watcher's shrinks of the RAM tier, the daemon's and the readers' peak RSS (node_memory_figures).
+Standard library only.
 
 `paper`: for each p, a fresh lab per case (direct, local, cluster, cluster-order, locality),
-epochs 1..E, and the model's figure for each epoch; JSON and (matplotlib) pictures.
+epochs 1..E, and the model's figure for each epoch; JSON and (matplotlib) pictures. Each node's
+daemon gets `--ram-cache` 1.5 D/p (the rule's per-node memory is the cache's), its node
+1.5 D/p + ALLOWANCE (the daemon's own memory and the ranks', measured: docs/LAB.md).
 """
 
 import argparse
@@ -29,6 +33,7 @@ import tempfile
 import time
 
 from . import node as lab_node, workload as lab_workload
+from .memory import MemoryWatch, daemon_figures, node_memory_figures
 from .lab import Lab
 from .down import down
 from .util import PYTHON_DIR, ArgParser, LabError, log, parse_rate, parse_size
@@ -36,6 +41,9 @@ from .util import PYTHON_DIR, ArgParser, LabError, log, parse_rate, parse_size
 CASES = ("direct", "local", "cluster", "cluster-order", "locality")
 TCP_PAYLOAD = 1448 / 1514  # what TCP carries of a tbf rate at MTU 1500 (docs/LAB.md)
 SATURATED = 0.90           # host CPU busy share above which a figure is marked saturated
+# A node's memory beyond its RAM tier: the daemon's own (base, receive pool, guests' extra, the
+# watcher's margin) and two readers, measured at p = 8 (docs/LAB.md "Node memory").
+ALLOWANCE = 72 << 20
 
 
 def distributed_indices(n, rank, world, seed, epoch):
@@ -97,66 +105,6 @@ def _epochctl(lab, node, args):
     return r.stdout
 
 
-def _memory_cgroups(lab):
-    """Each node's memory cgroup directory (v1 .../memory/..., v2 the node's own)."""
-    out = []
-    for node in lab.nodes:
-        dirs = [d for d in node.get("cgroups") or [] if os.path.exists(os.path.join(d, "memory.max"))
-                or os.path.exists(os.path.join(d, "memory.limit_in_bytes"))]
-        out.append(dirs[-1] if dirs else None)
-    return out
-
-
-class MemoryWatch:
-    """Counted from outside the daemons: OOM kills in the nodes' memory cgroups (the kernel
-    log's `oom-kill:` lines naming a node's cgroup, by killed task) and each node's peak
-    memory use (v1 memory.max_usage_in_bytes, reset at start(); v2 memory.peak)."""
-
-    def __init__(self, lab):
-        self.cgroups = _memory_cgroups(lab)
-        # The kernel log names the cgroup by its path inside the hierarchy.
-        self.names = [None if d is None else "/" + d.split("/memory/", 1)[-1]
-                      if "/memory/" in d else d for d in self.cgroups]
-
-    @staticmethod
-    def _kernel_log():
-        r = subprocess.run(["dmesg"], capture_output=True, text=True)
-        return r.stdout.splitlines() if r.returncode == 0 else []
-
-    def start(self):
-        self.seen = len(self._kernel_log())
-        for d in self.cgroups:
-            if d and os.path.exists(os.path.join(d, "memory.max_usage_in_bytes")):
-                try:
-                    with open(os.path.join(d, "memory.max_usage_in_bytes"), "w") as f:
-                        f.write("0")
-                except OSError:
-                    pass
-
-    def stop(self):
-        daemon = other = 0
-        for line in self._kernel_log()[self.seen:]:
-            if "oom-kill:" not in line:
-                continue
-            if not any(n and ("oom_memcg=%s," % n) in line or (n and ("oom_memcg=%s/" % n) in line)
-                       for n in self.names):
-                continue
-            if ",task=epochfs," in line:
-                daemon += 1
-            else:
-                other += 1
-        peak = 0
-        for d in self.cgroups:
-            for name in ("memory.max_usage_in_bytes", "memory.peak"):
-                try:
-                    with open(os.path.join(d, name)) as f:
-                        peak = max(peak, int(f.read().split()[0]))
-                    break
-                except (OSError, ValueError, TypeError, IndexError):
-                    continue
-        return {"oom_kills_daemon": daemon, "oom_kills_other": other, "memory_peak_bytes": peak}
-
-
 def owners_of(lab, files):
     from .. import admin
     _, owners = admin.placement(lab.nodes[0]["mountpoint"])
@@ -185,6 +133,7 @@ def run_epochs(lab, dataset, sampler="distributed", ranks_per_node=2, epochs=3, 
         cpu.start()
         memory = MemoryWatch(lab)
         memory.start()
+        daemons = daemon_figures(lab)
         before = counters.snapshot()
         if sampler == "order":
             for r in range(world):
@@ -205,10 +154,13 @@ def run_epochs(lab, dataset, sampler="distributed", ranks_per_node=2, epochs=3, 
             handles.append(("%s.rank%d" % (node["name"], r),
                             lab_node.popen(node, argv, env=env, stdout=o, stderr=subprocess.STDOUT),
                             listing, o))
-        reads = lab_workload.collect(handles)
+        done = {}
+        reads = lab_workload.collect(handles, done=done)
         fig = counters.since(before)
         busy = cpu.stop()
         fig.update(memory.stop())
+        fig["nodes_memory"] = node_memory_figures(lab, daemons, daemon_figures(lab), done)
+        shrinks = [m["shrinks"] for m in fig["nodes_memory"]]
         fig.update(epoch=e + 1, cpu_busy=busy, cpu_saturated=busy >= SATURATED,
                    bytes_read=sum(r.get("bytes", 0) for rs in reads.values() for r in rs),
                    reads=sum(len(rs) for rs in reads.values()),
@@ -216,10 +168,11 @@ def run_epochs(lab, dataset, sampler="distributed", ranks_per_node=2, epochs=3, 
                    balance_fraction=b)
         out.append(fig)
         say("  epoch %d: %.1f s, source %.3f D, link %.1f MiB, cpu %.0f%%%s; OOM kills: %d daemon,"
-            " %d other; peak node memory %.1f MiB" % (
+            " %d other; peak node memory %.1f MiB; RAM tier shrinks per node %s" % (
                 e + 1, fig["seconds"], fig["source_bytes"] / sum(s for s, _ in dataset.values()),
                 fig["link_bytes"] / 2**20, 100 * busy, " (saturated)" if fig["cpu_saturated"] else "",
-                fig["oom_kills_daemon"], fig["oom_kills_other"], fig["memory_peak_bytes"] / 2**20))
+                fig["oom_kills_daemon"], fig["oom_kills_other"], fig["memory_peak_bytes"] / 2**20,
+                shrinks))
     return out
 
 
@@ -294,7 +247,7 @@ class LocalLab(Lab):
 
 def paper(node_counts=(1, 2, 4, 8), files=2000, epochs=3, link=25_000_000, source_s=10.5,
           ranks_per_node=2, local_batch=32, threads=4, workdir="/var/tmp", json_path=None,
-          cases=CASES, headroom=0, say=log):
+          cases=CASES, allowance=ALLOWANCE, say=log):
     root = tempfile.mkdtemp(prefix="epochfs-lab-paper-", dir=workdir)
     try:
         data = os.path.join(root, "data")
@@ -306,17 +259,17 @@ def paper(node_counts=(1, 2, 4, 8), files=2000, epochs=3, link=25_000_000, sourc
                "rates": {"source_bytes_per_s": r, "link_bytes_per_s": link,
                          "link_payload_bytes_per_s": n_link, "D_over_R_s": d / r,
                          "ranks_per_node": ranks_per_node, "local_batch": local_batch,
-                         "reader_threads": threads, "node_memory": "1.5 D/p",
-                         "ram_cache": "1.1 D/p (bytes, --ram-cache)", "disk_tier": None,
-                         "node_memory_headroom": headroom,
+                         "reader_threads": threads, "ram_cache": "1.5 D/p (bytes, --ram-cache)",
+                         "node_memory": "1.5 D/p + allowance", "disk_tier": None,
+                         "node_memory_allowance": allowance,
                          "U": "unbounded (no compute, no decode)"},
                "runs": [], "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         say("D = %.1f MiB in %d files; source %.1f MiB/s (D/R = %.1f s); links %d bit/s"
             % (d / 2**20, files, r / 2**20, d / r, link * 8))
         t_all = time.monotonic()
         for p in node_counts:
-            memory = max(64 << 20, int(1.5 * d / p) + headroom)
-            cache = int(1.1 * d / p)
+            cache = int(1.5 * d / p)
+            memory = cache + allowance
             for case in cases:
                 say("p = %d, %s" % (p, case))
                 cls = LocalLab if case == "local" else Lab
@@ -347,6 +300,8 @@ def paper(node_counts=(1, 2, 4, 8), files=2000, epochs=3, link=25_000_000, sourc
                         "oom_kills_daemon": f["oom_kills_daemon"],
                         "oom_kills_other": f["oom_kills_other"],
                         "memory_peak_bytes": f["memory_peak_bytes"],
+                        "pressure_shrinks": [m["shrinks"] for m in f["nodes_memory"]],
+                        "nodes_memory": f["nodes_memory"],
                         "node_memory": memory, "daemon_ram_cache": ram_cache,
                         "model_seconds": model_seconds(case, f["epoch"], p, d, r, n_link, cache,
                                                        f["balance_fraction"])})
@@ -405,7 +360,8 @@ def main_paper(argv):
     ap.add_argument("--link", default="200mbit")
     ap.add_argument("--source-seconds", type=float, default=10.5, help="D/R (default %(default)s)")
     ap.add_argument("--threads", type=int, default=4)
-    ap.add_argument("--headroom", default="0", help="memory added to each node's 1.5 D/p (default 0)")
+    ap.add_argument("--allowance", default="%dM" % (ALLOWANCE >> 20),
+                    help="each node's memory beyond its 1.5 D/p RAM tier (default %(default)s)")
     ap.add_argument("--json", dest="json_path", default=None, metavar="FILE")
     ap.add_argument("--png", default=None, metavar="DIR")
     a = ap.parse_args(argv)
@@ -414,7 +370,7 @@ def main_paper(argv):
         raise LabError("--cases: one of %s" % ", ".join(CASES))
     doc = paper([int(x) for x in a.nodes.split(",")], a.files, a.epochs, parse_rate(a.link),
                 a.source_seconds, threads=a.threads, json_path=a.json_path, cases=cases,
-                headroom=parse_size(a.headroom) if a.headroom != "0" else 0)
+                allowance=parse_size(a.allowance))
     if a.png:
         from . import paper_plot as lab_paper_plot
         lab_paper_plot.plot(doc, a.png)

@@ -52,12 +52,15 @@ def table(doc, out=sys.stdout):
 
 def summary(doc, out=sys.stdout):
     """One row per (p, case): seconds per epoch, the model's steady state and the ratio,
-    source bytes per epoch and link bytes (steady) in D, the highest CPU busy share."""
+    source bytes per epoch and link bytes (steady) in D, the RAM-tier shrinks of all nodes per
+    epoch (the memory watcher; "-" in files from before it was counted), the highest CPU busy
+    share."""
     d = doc["dataset_bytes"]
     w = out.write
     w("| p | case | seconds, epoch 1 / 2 / 3 | model, epochs 2+ | measured / model | "
-      "source (D), epoch 1 / 2 / 3 | link (D), epochs 2+ | CPU busy (max) |\n")
-    w("|---:|---|---:|---:|---:|---:|---:|---:|\n")
+      "source (D), epoch 1 / 2 / 3 | link (D), epochs 2+ | tier shrinks, epoch 1 / 2 / 3 | "
+      "CPU busy (max) |\n")
+    w("|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
     st = steady(doc)
     seen = []
     for r in doc["runs"]:
@@ -68,12 +71,14 @@ def summary(doc, out=sys.stdout):
         s = st.get((c, p))
         busy = max(r["cpu_busy"] for r in rs)
         sat = [str(r["epoch"]) for r in rs if r["cpu_saturated"]]
-        w("| %d | %s | %s | %s | %s | %s | %s | %.0f %%%s |\n" % (
+        shrinks = " / ".join("-" if r.get("pressure_shrinks") is None
+                             else str(sum(n or 0 for n in r["pressure_shrinks"])) for r in rs)
+        w("| %d | %s | %s | %s | %s | %s | %s | %s | %.0f %%%s |\n" % (
             p, c, " / ".join("%.1f" % r["seconds"] for r in rs),
             "%.2f" % s["model"] if s else "-",
             "%.2f" % (s["seconds"] / s["model"]) if s and s["model"] > 0.05 else "-",
             " / ".join("%.3f" % (r["source_bytes"] / d) for r in rs),
-            "%.3f" % (s["link"] / d) if s else "-", 100 * busy,
+            "%.3f" % (s["link"] / d) if s else "-", shrinks, 100 * busy,
             " **saturated** (epoch %s)" % ",".join(sat) if sat else ""))
 
 

@@ -5,7 +5,9 @@ it, and drops its pages afterwards (POSIX_FADV_DONTNEED) so that reading it agai
 daemon, not the page cache. With --until FILE it goes round the list again and again, and stops
 as soon as FILE exists once it has been through the list at least once. Prints one JSON line per read:
 {"path", "sha1", "bytes", "start", "seconds"} (or "error" instead of "sha1"), then
-{"done": true, "reads": N, "seconds": S}. Standard library only.
+{"done": true, "seconds": S, "max_rss_bytes": B} (B: this process's peak resident set, VmHWM:
+getrusage's ru_maxrss would report the forking parent's size, kept across exec).
+Standard library only.
 """
 
 import argparse
@@ -35,6 +37,18 @@ def read_one(root, rel):
     except OSError as e:
         return {"path": rel, "error": str(e), "start": t0, "seconds": time.monotonic() - t0}
     return {"path": rel, "sha1": h.hexdigest(), "bytes": n, "start": t0, "seconds": time.monotonic() - t0}
+
+
+def peak_rss():
+    """This process's peak resident set in bytes (/proc/self/status VmHWM), None if unknown."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) << 10
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 class Reader:
@@ -85,7 +99,8 @@ def main(argv=None):
         t.start()
     for t in threads:
         t.join()
-    sys.stdout.write(json.dumps({"done": True, "seconds": time.monotonic() - t0}) + "\n")
+    sys.stdout.write(json.dumps({"done": True, "seconds": time.monotonic() - t0,
+                                 "max_rss_bytes": peak_rss()}) + "\n")
     return 0
 
 

@@ -100,8 +100,9 @@ def start_readers(lab, orders, threads=1, until=None):
     return handles
 
 
-def collect(handles, timeout=600):
-    """{node name: [read records]} once every reader has finished; raises if one failed."""
+def collect(handles, timeout=600, done=None):
+    """{node name: [read records]} once every reader has finished; raises if one failed.
+    `done` (a dict), if given, gets each reader's last line ({"done": true, ...})."""
     out, deadline = {}, time.monotonic() + timeout
     for name, p, listing, output in handles:
         try:
@@ -119,6 +120,8 @@ def collect(handles, timeout=600):
         if p.returncode != 0 or not records or not records[-1].get("done"):
             raise RuntimeError("the reader on %s failed (exit %s): %s" % (name, p.returncode, "\n".join(lines[-20:])))
         out[name] = records[:-1]
+        if done is not None:
+            done[name] = records[-1]
     return out
 
 

@@ -69,10 +69,11 @@ class MemoryWatch:
         return {"oom_kills_daemon": daemon, "oom_kills_other": other, "memory_peak_bytes": peak}
 
 
-def _vm_hwm(pid):
-    """A process's peak resident set (/proc/PID/status VmHWM), bytes; None if gone."""
+def peak_rss(pid="self"):
+    """A process's peak resident set (/proc/PID/status VmHWM), bytes; None if gone. (Not
+    getrusage's ru_maxrss: across exec it keeps the forking parent's size.)"""
     try:
-        with open("/proc/%d/status" % pid) as f:
+        with open("/proc/%s/status" % pid) as f:
             for line in f:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) << 10
@@ -97,7 +98,7 @@ def daemon_figures(lab):
             continue
         memory, ram = stats.get("memory", {}), stats.get("tiers", {}).get("ram", {})
         out.append({"pid": pid, "shrinks": memory.get("pressure", {}).get("shrinks"),
-                    "rss_bytes": memory.get("rss_bytes"), "rss_peak_bytes": _vm_hwm(pid),
+                    "rss_bytes": memory.get("rss_bytes"), "rss_peak_bytes": peak_rss(pid),
                     "ram_used_bytes": ram.get("used_bytes"),
                     "ram_capacity_bytes": ram.get("capacity_bytes")})
     return out

@@ -5,8 +5,7 @@ it, and drops its pages afterwards (POSIX_FADV_DONTNEED) so that reading it agai
 daemon, not the page cache. With --until FILE it goes round the list again and again, and stops
 as soon as FILE exists once it has been through the list at least once. Prints one JSON line per read:
 {"path", "sha1", "bytes", "start", "seconds"} (or "error" instead of "sha1"), then
-{"done": true, "seconds": S, "max_rss_bytes": B} (B: this process's peak resident set, VmHWM:
-getrusage's ru_maxrss would report the forking parent's size, kept across exec).
+{"done": true, "seconds": S, "max_rss_bytes": B} (B: this process's peak resident set, VmHWM).
 Standard library only.
 """
 
@@ -17,6 +16,8 @@ import os
 import sys
 import threading
 import time
+
+from .memory import peak_rss
 
 
 def read_one(root, rel):
@@ -37,18 +38,6 @@ def read_one(root, rel):
     except OSError as e:
         return {"path": rel, "error": str(e), "start": t0, "seconds": time.monotonic() - t0}
     return {"path": rel, "sha1": h.hexdigest(), "bytes": n, "start": t0, "seconds": time.monotonic() - t0}
-
-
-def peak_rss():
-    """This process's peak resident set in bytes (/proc/self/status VmHWM), None if unknown."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) << 10
-    except (OSError, ValueError):
-        pass
-    return None
 
 
 class Reader:

@@ -25,7 +25,7 @@ void ChunkCache::countServed(Tier from, uint64_t bytes) {
 
 Result<ChunkRef> ChunkCache::get(const std::string& relPath, const FileIdentity& id, uint32_t index,
                                  Tier* from) {
-  return lookupOrFetch(relPath, id, index, from, peers_ != nullptr);
+  return lookupOrFetch(relPath, id, index, from, clustered());
 }
 
 Result<ChunkRef> ChunkCache::getForPeer(const std::string& relPath, const FileIdentity& id,
@@ -35,7 +35,7 @@ Result<ChunkRef> ChunkCache::getForPeer(const std::string& relPath, const FileId
 
 Result<ChunkRef> ChunkCache::stage(const std::string& relPath, const FileIdentity& id,
                                    uint32_t index) {
-  return lookupOrFetch(relPath, id, index, nullptr, peers_ != nullptr, peers_ != nullptr);
+  return lookupOrFetch(relPath, id, index, nullptr, clustered(), clustered());
 }
 
 Result<ChunkRef> ChunkCache::lookupOrFetch(const std::string& relPath, const FileIdentity& id,
@@ -79,7 +79,7 @@ Result<ChunkRef> ChunkCache::lookupOrFetch(const std::string& relPath, const Fil
   }
   if (!leader) {
     stats_.coalesced.fetch_add(1, std::memory_order_relaxed);
-    if (askPeers && peers_->ownedElsewhere(id.fileId)) tier = Tier::kPeer;  // waits on the network
+    if (askPeers && ownedElsewhere(id.fileId)) tier = Tier::kPeer;  // waits on the network
     std::unique_lock<std::mutex> lock(flight->mu);
     flight->cv.wait(lock, [&] { return flight->done; });
     // The leader may have fetched another version of the file; only share
@@ -111,24 +111,28 @@ Result<ChunkRef> ChunkCache::lookupOrFetch(const std::string& relPath, const Fil
 
 Result<ChunkRef> ChunkCache::fetch(const std::string& relPath, const FileIdentity& id,
                                    const ChunkKey& key, bool askPeers, bool toStaging, Tier* from) {
-  if (askPeers && peers_->ownedElsewhere(id.fileId)) {
-    Result<ChunkRef> r = peers_->fetch(relPath, id, key);
-    // No second XXH3 pass here: PeerSource::fetch returns verified chunks
-    // (transport/ checks the checksum in the same pass as the payload MAC).
-    if (r.isOk() && r.value()->identity == id && r.value()->key == key) {
-      stats_.peerReads.add(r.value()->size());
-      *from = Tier::kPeer;
-      if (toStaging) {  // peer prefetch: held until its read is consumed
-        stats_.stagedReads.add(r.value()->size());
-        ram_.stage(r.value());
+  if (askPeers) {
+    // The peers are held for the peer fetch only, not for the source read.
+    const auto peers = peers_.use();
+    if (peers && peers->ownedElsewhere(id.fileId)) {
+      Result<ChunkRef> r = peers->fetch(relPath, id, key);
+      // No second XXH3 pass here: PeerSource::fetch returns verified chunks
+      // (transport/ checks the checksum in the same pass as the payload MAC).
+      if (r.isOk() && r.value()->identity == id && r.value()->key == key) {
+        stats_.peerReads.add(r.value()->size());
+        *from = Tier::kPeer;
+        if (toStaging) {  // peer prefetch: held until its read is consumed
+          stats_.stagedReads.add(r.value()->size());
+          ram_.stage(r.value());
+          return r;
+        }
+        // Another node's share: a guest of the RAM tier (room the own share
+        // leaves), never on disk.
+        ram_.insert(r.value());
         return r;
       }
-      // Another node's share: a guest of the RAM tier (room the own share
-      // leaves), never on disk.
-      ram_.insert(r.value());
-      return r;
+      stats_.peerErrors.fetch_add(1, std::memory_order_relaxed);
     }
-    stats_.peerErrors.fetch_add(1, std::memory_order_relaxed);
   }
   *from = Tier::kSource;
   return fetchFromSource(relPath, id, key);

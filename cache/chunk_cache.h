@@ -18,8 +18,10 @@
 #include "cache/cache_stats.h"
 #include "cache/chunk.h"
 #include "cache/chunk_store.h"
+#include "cache/lease.h"
 #include "cache/peer_source.h"
 #include "cache/ram_tier.h"
+#include "cache/revocable.h"
 #include "cache/source.h"
 
 namespace epochfs::cache {
@@ -34,12 +36,14 @@ class ChunkCache {
   // `ram` is required; `disk` may be null (no disk tier). Not owned.
   ChunkCache(const Options& options, Source& source, RamTier& ram, ChunkStore* disk);
 
-  // Joins a cluster: misses of files other nodes own are asked of them first.
-  // Set once before reads start; `peers` must outlive this cache.
-  void setPeers(PeerSource* peers) { peers_ = peers; }
+  // Joins a cluster until the lease ends: misses of files other nodes own are
+  // asked of them first. Lend before reads start; ending the lease waits for
+  // the peer calls in progress (a fetch ends within the transport's timeout).
+  Lease lendPeers(PeerSource& peers) { return peers_.lend(peers); }
   // True when a peer owns the file (a miss would go to the network).
   bool ownedElsewhere(uint64_t fileId) const {
-    return peers_ != nullptr && peers_->ownedElsewhere(fileId);
+    const auto peers = peers_.use();
+    return peers && peers->ownedElsewhere(fileId);
   }
 
   // As get(), for the prefetcher: a chunk fetched from its owner peer enters
@@ -83,7 +87,7 @@ class ChunkCache {
     return inflight_.size();
   }
   RamTier& ram() { return ram_; }
-  bool clustered() const { return peers_ != nullptr; }
+  bool clustered() const { return peers_.lent(); }
   ChunkStore* disk() { return disk_; }
 
  private:
@@ -108,7 +112,7 @@ class ChunkCache {
   Source& source_;
   RamTier& ram_;
   ChunkStore* disk_;
-  PeerSource* peers_ = nullptr;
+  Revocable<PeerSource> peers_;
   CacheStats stats_;
   mutable std::mutex inflightMu_;  // guards inflight_ only; never held during I/O
   std::unordered_map<uint64_t, std::shared_ptr<InFlight>> inflight_;

@@ -42,11 +42,6 @@ void RamTier::forEachShard(Fn&& fn) const {
   }
 }
 
-bool RamTier::isGuest(const ChunkKey& key) const {
-  const OwnershipView* view = ownership_.load();
-  return view != nullptr && !view->ownedHere(key.fileId);
-}
-
 ChunkRef RamTier::find(const ChunkKey& key, const FileIdentity& id, bool* staged) {
   Shard& s = shardFor(key.hash);
   ChunkRef stale;  // released after the lock
@@ -68,12 +63,19 @@ bool RamTier::admit(const ChunkRef& chunk, Class cls) {
   if (!chunk) return false;
   Shard& s = shardFor(chunk->key.hash);
   std::vector<ChunkRef> dropped;  // released after the lock
+  const auto advisor = advisor_.use();
   std::lock_guard<std::mutex> lock(s.mu);
-  return s.admit(chunk, cls, advisor_.load(), dropped);
+  return s.admit(chunk, cls, advisor.get(), dropped);
 }
 
 bool RamTier::insert(const ChunkRef& chunk) {
-  return chunk && admit(chunk, isGuest(chunk->key) ? kGuest : kOwned);
+  if (!chunk) return false;
+  bool guest;
+  {
+    const auto view = ownership_.use();
+    guest = isGuest(view.get(), chunk->key);
+  }
+  return admit(chunk, guest ? kGuest : kOwned);
 }
 
 bool RamTier::stage(const ChunkRef& chunk) { return admit(chunk, kStaged); }
@@ -180,12 +182,13 @@ RamTier::StagedUsage RamTier::staged() const {
 
 uint64_t RamTier::reclassify() {
   uint64_t changed = 0;
+  const auto view = ownership_.use();
   for (size_t i = 0; i < shardCount_; ++i) {
     Shard& s = shards_[i];
     std::vector<ChunkRef> dropped;  // released after the lock
     std::lock_guard<std::mutex> lock(s.mu);
     s.forEach([&](Shard::Entry* e) {
-      const bool guest = isGuest(e->chunk->key);
+      const bool guest = isGuest(view.get(), e->chunk->key);
       if (guest == (e->cls != kOwned)) return;
       // A file that became owned here stays, as owned; one that moved away
       // becomes a (plain) guest.

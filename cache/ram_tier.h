@@ -21,7 +21,9 @@
 //   the next is refused.
 // Which class a chunk belongs to is asked of an OwnershipView at insert; after
 // a membership change reclassify() moves every chunk to its new class in place
-// (no re-read).
+// (no re-read). The advisor and the view are lent to the tier by their owners
+// (lendAdvisor/lendOwnership return a Lease, cache/revocable.h): the tier holds
+// each for the length of one call, and ending the lease waits for that call.
 //
 // Sharded by key hash: each shard has its own mutex, hash map and lists and an
 // equal slice of both budgets (as LevelDB's ShardedLRUCache), so FUSE workers
@@ -43,7 +45,9 @@
 
 #include "cache/chunk_store.h"
 #include "cache/eviction_advisor.h"
+#include "cache/lease.h"
 #include "cache/ownership_view.h"
+#include "cache/revocable.h"
 
 namespace epochfs::cache {
 
@@ -115,13 +119,14 @@ class RamTier : public ChunkStore {
   // the cache's), and leave when read, consumed or stale.
   void clear();
 
-  // Installs the advisor consulted on eviction (null: plain LRU). Not owned;
-  // must outlive this tier or be reset first.
-  void setAdvisor(const EvictionAdvisor* advisor) { advisor_.store(advisor); }
-  // Installs the view that sorts chunks into classes (null: all owned). Not
-  // owned; must outlive this tier or be reset first. Call reclassify() after
-  // the view's answers changed.
-  void setOwnership(const OwnershipView* view) { ownership_.store(view); }
+  // Lends the tier the advisor consulted on eviction until the lease ends
+  // (none lent: plain LRU). Ending the lease waits for an insert consulting
+  // it; lending again ends the previous lease.
+  Lease lendAdvisor(const EvictionAdvisor& advisor) { return advisor_.lend(advisor); }
+  // Lends the view that sorts chunks into classes until the lease ends (none
+  // lent: all owned), as lendAdvisor(). Call reclassify() after the view's
+  // answers changed (or it was lent or taken back).
+  Lease lendOwnership(const OwnershipView& view) { return ownership_.lend(view); }
   // Moves every chunk to the class the view gives it now, then evicts what no
   // longer fits (guests first). Returns the chunks that changed class.
   uint64_t reclassify();
@@ -158,11 +163,13 @@ class RamTier : public ChunkStore {
   // Calls fn(const Shard&) for every shard, each under its lock in turn.
   template <typename Fn>
   void forEachShard(Fn&& fn) const;
-  bool isGuest(const ChunkKey& key) const;
+  static bool isGuest(const OwnershipView* view, const ChunkKey& key) {
+    return view != nullptr && !view->ownedHere(key.fileId);
+  }
   bool admit(const ChunkRef& chunk, Class cls);
 
-  std::atomic<const EvictionAdvisor*> advisor_{nullptr};
-  std::atomic<const OwnershipView*> ownership_{nullptr};
+  Revocable<const EvictionAdvisor> advisor_;
+  Revocable<const OwnershipView> ownership_;
   const uint64_t capacity_;  // as built; setCapacity() lowers the shards' budgets
   const uint64_t guestExtra_;
   std::atomic<uint64_t> limit_;  // setCapacity()'s cap on both classes

@@ -93,23 +93,19 @@ Status checkMountable(const MountOptions& o) {
 Daemon::Daemon(MountOptions options) : options_(std::move(options)) {}
 
 Daemon::~Daemon() {
+  memWatch_.reset();
   trimmer_.reset();
   if (metricsHttp_) metricsHttp_->stop();
   admin_.stop();
-  memWatch_.reset();  // after the admin server: `stats` reads its figures
   if (orderSetup_.joinable()) orderSetup_.join();
   if (pusher_) pusher_->close();  // no notification on a session about to go
   mounted_.store(nullptr);
   fuse_.reset();  // unmounts if still mounted
-  // Before the prefetcher goes: its serve threads use cache_ and filesById_,
-  // and their RamTier::insert() may be reading the prefetcher as the advisor
-  // (setAdvisor(nullptr) does not wait for an insert in progress; TSan).
-  if (ram_) ram_->setOwnership(nullptr);  // every chunk counts as owned from here
-  cluster_.reset();
   follower_.store(nullptr);
-  followerOwner_.reset();
-  if (ram_) ram_->setAdvisor(nullptr);
-  prefetcher_.reset();
+  // The rest goes in reverse order of declaration (daemon.h): the follower;
+  // the prefetcher, after its advisor lease ended (an insert consulting it
+  // finishes first); the cluster, after its leases ended, then its threads
+  // (they use cache_ and filesById_); then the cache, tiers and source.
 }
 
 void Daemon::setUpTorchOrder() {
@@ -259,9 +255,9 @@ Status Daemon::startCluster() {
   auto cluster = transport::Cluster::start(cc, serve);
   if (!cluster.isOk()) return cluster.status();
   cluster_ = std::move(cluster).value();
-  cache_->setPeers(cluster_.get());
+  peersLease_ = cache_->lendPeers(*cluster_);
   // Owned and guest chunks of the RAM tier follow the cluster's placement.
-  ram_->setOwnership(cluster_.get());
+  ownershipLease_ = ram_->lendOwnership(*cluster_);
   ram_->reclassify();  // what peers' requests put in before the view was set
   return Status::ok();
 }
@@ -330,7 +326,7 @@ Status Daemon::start() {
                     ? prefetch::PositionMode::kSentinels
                     : prefetch::PositionMode::kReads;
   prefetcher_ = std::make_unique<prefetch::Prefetcher>(po, *cache_);
-  ram_->setAdvisor(prefetcher_.get());
+  advisorLease_ = ram_->lendAdvisor(*prefetcher_);
   prefetcher_->setReadObserver([this](uint64_t fileId) {
     if (auto* f = follower_.load(std::memory_order_acquire)) f->onRead(fileId);
   });

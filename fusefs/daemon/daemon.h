@@ -83,13 +83,19 @@ class Daemon {
   std::unique_ptr<AllocatorTrimmer> trimmer_;        // freed memory back to the kernel
   std::unique_ptr<cache::ChunkStore> disk_;
   std::unique_ptr<cache::ChunkCache> cache_;
-  // --peers/--hostfile/--slurm: the other nodes' caches. Declared after
-  // cache_ so it stops (its serve threads use cache_) before cache_ goes.
-  std::unique_ptr<transport::Cluster> cluster_;
   std::unordered_map<uint64_t, DatasetNamespace::Ino> filesById_;  // what peers may ask for
+  // --peers/--hostfile/--slurm: the other nodes' caches. Declared after
+  // cache_ and filesById_ so it stops (its serve threads use them) before
+  // they go.
+  std::unique_ptr<transport::Cluster> cluster_;
+  // cluster_ lent to cache_ (its PeerSource) and ram_ (its OwnershipView).
+  // Declared after cluster_: they end, waiting for calls in progress, before
+  // it goes.
+  cache::Lease peersLease_, ownershipLease_;
   // --push-page-cache: outlives prefetcher_ (closed before fuse_ goes).
   std::unique_ptr<KernelPagePusher> pusher_;
   std::unique_ptr<prefetch::Prefetcher> prefetcher_;
+  cache::Lease advisorLease_;  // prefetcher_ lent to ram_ (EvictionAdvisor); ends before it goes
   std::unique_ptr<FuseServer> fuse_;
   std::atomic<FuseServer*> mounted_{nullptr};  // fuse_ once mounted, for stop() from admin threads
   std::atomic<int> stopRequested_{0};          // 1: stop, 2: restart (stop() before the mount)

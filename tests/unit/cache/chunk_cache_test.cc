@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "cache/disk_tier.h"
+#include "cache/lease.h"
 #include "cache/peer_source.h"
 #include "cache/ram_tier.h"
+#include "tests/unit/cache/call_gate.h"
 #include "tests/unit/cache/fake_source.h"
 #include "tests/unit/scoped_temp_dir.h"
 
@@ -126,7 +128,7 @@ TEST(ChunkCache, AnotherNodesFileComesFromItsOwnerAndFromTheSourceWhenTheOwnerFa
   FakePeers peers(remote);
   RamTier ram(1 << 20);
   ChunkCache cache(options(), source, ram, nullptr);
-  cache.setPeers(&peers);
+  const Lease lease = cache.lendPeers(peers);
   const FileIdentity id = source.addFile("peer1", kChunk);
   remote.addFile("peer1", std::string(kChunk, '\0'));
   peers.own(id.fileId);
@@ -148,6 +150,47 @@ TEST(ChunkCache, AnotherNodesFileComesFromItsOwnerAndFromTheSourceWhenTheOwnerFa
   const int before = peers.fetches.load();
   ASSERT_TRUE(cache.getForPeer("peer3", id3, 0).isOk());
   EXPECT_EQ(peers.fetches.load(), before);
+}
+
+// As FakePeers; a fetch passes `gate` first.
+class GatedPeers : public FakePeers {
+ public:
+  using FakePeers::FakePeers;
+  Result<ChunkRef> fetch(const std::string& relPath, const FileIdentity& id,
+                         const ChunkKey& key) override {
+    gate.pass();
+    return FakePeers::fetch(relPath, id, key);
+  }
+  testing::CallGate gate;
+};
+
+// Pass: ending the peers lease waits for a peer fetch in progress (whose
+// chunk still comes from the peer); after it the cache is not clustered and a
+// miss of another node's file reads the source.
+TEST(ChunkCache, EndingThePeersLeaseWaitsForAFetchThenMissesReadTheSource) {
+  LatencySource source, remote;
+  GatedPeers peers(remote);
+  RamTier ram(1 << 20);
+  ChunkCache cache(options(), source, ram, nullptr);
+  Lease lease = cache.lendPeers(peers);
+  EXPECT_TRUE(cache.clustered());
+  const FileIdentity id = source.addFile("peer1", kChunk);
+  remote.addFile("peer1", std::string(kChunk, '\0'));
+  peers.own(id.fileId);
+  const FileIdentity id2 = source.addFile("peer2", kChunk);
+  peers.own(id2.fileId);
+  peers.gate.arm();
+  Tier from1 = Tier::kRam;
+  std::thread reader([&] { EXPECT_TRUE(cache.get("peer1", id, 0, &from1).isOk()); });
+  EXPECT_TRUE(testing::waitsForHeldCall(peers.gate, [&] { lease.end(); }));
+  reader.join();
+  EXPECT_EQ(from1, Tier::kPeer);
+  EXPECT_FALSE(cache.clustered());
+  EXPECT_FALSE(cache.ownedElsewhere(id2.fileId));
+  Tier from2 = Tier::kRam;
+  ASSERT_TRUE(cache.get("peer2", id2, 0, &from2).isOk());
+  EXPECT_EQ(from2, Tier::kSource);
+  EXPECT_EQ(peers.fetches.load(), 1);
 }
 
 TEST(ChunkCache, InvalidateDropsEveryChunkOfTheFile) {
@@ -182,21 +225,18 @@ TEST(ChunkCache, ASourceErrorIsReturnedAndCountedNotCached) {
 class PausingRamTier : public RamTier {
  public:
   explicit PausingRamTier(uint64_t capacity) : RamTier(capacity) {}
-  void armNextMiss() { armed_.store(true); }
-  bool paused() const { return paused_.load(); }
-  void release() { released_.store(true); }
+  void armNextMiss() { gate_.arm(); }
+  bool waitPaused() { return gate_.waitHeld(); }
+  void release() { gate_.release(); }
 
   ChunkRef find(const ChunkKey& key, const FileIdentity& id, bool* staged) override {
     ChunkRef c = RamTier::find(key, id, staged);
-    if (c == nullptr && armed_.exchange(false)) {
-      paused_.store(true);
-      while (!released_.load()) std::this_thread::sleep_for(1ms);
-    }
+    if (c == nullptr) gate_.pass();
     return c;
   }
 
  private:
-  std::atomic<bool> armed_{false}, paused_{false}, released_{false};
+  testing::CallGate gate_;
 };
 
 // The race behind double reads in the tests above (a prefetch worker and a
@@ -214,8 +254,8 @@ TEST(ChunkCache, AMissThatLosesTheRaceDoesNotReadAgain) {
   ASSERT_TRUE(waitFor([&] { return source.concurrentReads() == 1; }));  // A leads the fetch
   store.armNextMiss();
   std::thread b([&] { EXPECT_TRUE(cache.get("x", id, 0).isOk()); });
-  ASSERT_TRUE(waitFor([&] { return store.paused(); }));  // B missed in RAM
-  a.join();                                              // A's fetch is complete and retired
+  ASSERT_TRUE(store.waitPaused());  // B missed in RAM
+  a.join();                         // A's fetch is complete and retired
   store.release();
   b.join();
   EXPECT_EQ(source.totalReads(), 1u)

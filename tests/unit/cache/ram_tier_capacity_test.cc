@@ -32,7 +32,7 @@ ChunkRef chunk(uint64_t fileId, size_t size) {
 TEST(RamTierCapacityTest, ShrinksGuestsFirstThenOwnedAndGrowsBack) {
   GuestsFrom100 view;
   RamTier tier(100 * kKiB, 20 * kKiB);
-  tier.setOwnership(&view);
+  const Lease lease = tier.lendOwnership(view);
   std::vector<ChunkRef> owned, guests;
   for (uint64_t f = 1; f <= 8; ++f) owned.push_back(chunk(f, 10 * kKiB));
   for (uint64_t f = 101; f <= 104; ++f) guests.push_back(chunk(f, 10 * kKiB));
@@ -61,7 +61,6 @@ TEST(RamTierCapacityTest, ShrinksGuestsFirstThenOwnedAndGrowsBack) {
   EXPECT_EQ(tier.owned().bytes, 100 * kKiB);
   ASSERT_TRUE(tier.insert(chunk(15, 10 * kKiB)));
   EXPECT_EQ(tier.owned().bytes, 100 * kKiB);
-  tier.setOwnership(nullptr);
 }
 
 // Pass: a cap of 0 empties the tier and refuses inserts until it grows.

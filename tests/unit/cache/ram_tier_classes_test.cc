@@ -42,16 +42,14 @@ bool has(const RamTier& t, const ChunkRef& c) { return t.contains(c->key); }
 
 struct Rig {
   explicit Rig(uint64_t capacity, uint64_t extra = 0, std::chrono::milliseconds stale = 1h)
-      : tier(capacity, extra, stale) {
-    tier.setOwnership(&view);
-  }
-  ~Rig() { tier.setOwnership(nullptr); }
+      : tier(capacity, extra, stale), lease(tier.lendOwnership(view)) {}
   ChunkRef guest(uint64_t fileId, size_t size) {
     view.guests.insert(fileId);
     return chunk(fileId, size);
   }
   FakeOwnership view;
   RamTier tier;
+  Lease lease;  // declared last: ends before the view goes
 };
 
 // Pass: owned chunks never leave for guests; a guest that does not fit beside
@@ -150,7 +148,7 @@ TEST(RamTierClassesTest, ReclassifyMovesChunksBetweenClassesInPlace) {
   ASSERT_TRUE(rig.tier.insert(rig.guest(102, 10 * kKiB)));
   ASSERT_TRUE(rig.tier.insert(chunk(3, 10 * kKiB)));
   rig.view.guests.clear();
-  rig.tier.setOwnership(&rig.view);
+  rig.lease = rig.tier.lendOwnership(rig.view);
   rig.tier.reclassify();
   EXPECT_LE(rig.tier.owned().bytes, 40 * kKiB);
   EXPECT_EQ(rig.tier.guests().bytes, 0u);
@@ -267,7 +265,7 @@ TEST(RamTierClassesTest, BudgetsHoldUnderConcurrentUseAndReclassify) {
   constexpr uint64_t kCap = 2 * kKiB * 1024, kExtra = 512 * kKiB;
   FlippingOwnership view;
   RamTier tier(kCap, kExtra);
-  tier.setOwnership(&view);
+  const Lease lease = tier.lendOwnership(view);
   std::atomic<bool> stop{false};
   std::vector<std::thread> ts;
   for (int t = 0; t < 4; ++t) {
@@ -313,7 +311,6 @@ TEST(RamTierClassesTest, BudgetsHoldUnderConcurrentUseAndReclassify) {
   EXPECT_LE(staged.bytes, kExtra);
   EXPECT_EQ(owned.bytes + guests.bytes, tier.usage().bytesUsed);
   EXPECT_EQ(owned.chunks + guests.chunks, tier.usage().chunks);
-  tier.setOwnership(nullptr);
 }
 
 }  // namespace

@@ -73,7 +73,8 @@ class SequenceAdvisor : public EvictionAdvisor {
 int tierMisses(int capacity, const std::vector<int>& seq, SequenceAdvisor* advisor) {
   cache::RamTier tier(static_cast<uint64_t>(capacity) * kChunkBytes);
   EXPECT_EQ(tier.shardCount(), 1u);
-  tier.setAdvisor(advisor);
+  cache::Lease lease;
+  if (advisor != nullptr) lease = tier.lendAdvisor(*advisor);
   std::map<int, cache::ChunkRef> chunks;
   int misses = 0;
   for (size_t i = 0; i < seq.size(); ++i) {
@@ -86,7 +87,6 @@ int tierMisses(int capacity, const std::vector<int>& seq, SequenceAdvisor* advis
     tier.insert(c);
     EXPECT_LE(tier.usage().chunks, static_cast<uint64_t>(capacity));
   }
-  tier.setAdvisor(nullptr);
   return misses;
 }
 
@@ -283,11 +283,7 @@ struct Rig {
         cache(testing::cacheOptions(kDataset), source, ram, nullptr) {
     spdlog::set_level(spdlog::level::warn);
     prefetcher = std::make_unique<Prefetcher>(po, cache);
-    ram.setAdvisor(prefetcher.get());
-  }
-  ~Rig() {
-    ram.setAdvisor(nullptr);
-    prefetcher.reset();
+    advisorLease = ram.lendAdvisor(*prefetcher);
   }
   std::vector<PlanEntry> addFiles(int n, size_t size) {
     std::vector<PlanEntry> out;
@@ -313,6 +309,7 @@ struct Rig {
   cache::RamTier ram;
   cache::ChunkCache cache;
   std::unique_ptr<Prefetcher> prefetcher;
+  cache::Lease advisorLease;  // declared after the prefetcher: ends before it goes
 };
 
 // With no lookahead (windowFiles = 0) the prefetcher still advises the tier.

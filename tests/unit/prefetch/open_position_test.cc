@@ -96,14 +96,10 @@ struct Rig {
     spdlog::set_level(spdlog::level::warn);
     po.position = mode;
     prefetcher = std::make_unique<Prefetcher>(po, cache);
-    ram.setAdvisor(prefetcher.get());
+    advisorLease = ram.lendAdvisor(*prefetcher);
     prefetcher->setPagePusher(&pusher);
   }
-  ~Rig() {
-    pusher.open();
-    ram.setAdvisor(nullptr);
-    prefetcher.reset();
-  }
+  ~Rig() { pusher.open(); }
   std::vector<PlanEntry> addFiles(int n, size_t size, const std::string& prefix = "f") {
     return testing::addPlanFiles(source, n, size, prefix);
   }
@@ -125,6 +121,7 @@ struct Rig {
   ChunkCache cache;
   RecordingPusher pusher;
   std::unique_ptr<Prefetcher> prefetcher;
+  cache::Lease advisorLease;  // declared after the prefetcher: ends before it goes
 };
 
 std::shared_ptr<const AccessPlan> planOf(std::vector<PlanEntry> entries, int rank = 0) {

@@ -64,18 +64,13 @@ struct StagingRig {
         ram(16ull << 20, 1 << 20),
         cache(testing::cacheOptions(42), source, ram, nullptr) {
     spdlog::set_level(spdlog::level::warn);
-    cache.setPeers(&peers);
-    ram.setOwnership(&peers);
+    peersLease = cache.lendPeers(peers);
+    ownershipLease = ram.lendOwnership(peers);
     PrefetchOptions po;
     po.workers = 8;
     po.windowFiles = 64;
     prefetcher = std::make_unique<Prefetcher>(po, cache);
-    ram.setAdvisor(prefetcher.get());
-  }
-  ~StagingRig() {
-    ram.setAdvisor(nullptr);
-    prefetcher.reset();
-    ram.setOwnership(nullptr);
+    advisorLease = ram.lendAdvisor(*prefetcher);
   }
   PlanEntry add(const std::string& name, size_t size) {
     PlanEntry e;
@@ -102,6 +97,8 @@ struct StagingRig {
   cache::RamTier ram;
   ChunkCache cache;
   std::unique_ptr<Prefetcher> prefetcher;
+  // Declared last: they end before what they lent goes.
+  cache::Lease peersLease, ownershipLease, advisorLease;
 };
 
 // Pass: with a plan, other nodes' files are fetched from their owner as staged

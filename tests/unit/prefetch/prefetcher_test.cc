@@ -46,11 +46,7 @@ class Rig {
       : source(latency), ram(ramBytes), cache(testing::cacheOptions(42), source, ram, nullptr) {
     spdlog::set_level(spdlog::level::warn);
     prefetcher = std::make_unique<Prefetcher>(po, cache);
-    ram.setAdvisor(prefetcher.get());
-  }
-  ~Rig() {
-    ram.setAdvisor(nullptr);
-    prefetcher.reset();
+    advisorLease = ram.lendAdvisor(*prefetcher);
   }
 
   std::vector<PlanEntry> addFiles(int n, size_t size, const std::string& prefix = "f") {
@@ -96,6 +92,7 @@ class Rig {
   cache::RamTier ram;
   ChunkCache cache;
   std::unique_ptr<Prefetcher> prefetcher;
+  cache::Lease advisorLease;  // declared after the prefetcher: ends before it goes
 };
 
 std::shared_ptr<const AccessPlan> planOf(std::vector<PlanEntry> entries, int64_t epoch = 0,

@@ -22,7 +22,10 @@ Prefetcher::Prefetcher(const PrefetchOptions& options, cache::ChunkCache& cache)
                                 [this] { expire("readers left the plan"); }, cache::steadyNowNs})),
       budget_(options.memoryBytes),
       window_({options.windowFiles, options.maxLeadBytes}, cache, budget_,
-              [this](FetchTask t) { workers_->enqueue(std::move(t)); }),
+              [this](FetchTask t) {
+                enqueued_.fetch_add(1, std::memory_order_relaxed);
+                workers_->enqueue(std::move(t));
+              }),
       wakeEvery_(std::max<uint64_t>(1, options.windowFiles / 32)) {
   workers_ = std::make_unique<FetchWorkers>(
       options.workers, cache, budget_, window_, *position_,
@@ -107,6 +110,24 @@ void Prefetcher::schedulerLoop() {
       }
       window_.fill(s, all->size());
     }
+    {
+      std::lock_guard<std::mutex> lock(passMu_);
+      ++passes_;
+    }
+    passCv_.notify_all();
+  }
+}
+
+bool Prefetcher::waitIdle(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock<std::mutex> lock(passMu_);
+  for (;;) {
+    const uint64_t enqueued = enqueued_.load(), passes = passes_;
+    const bool quiet = budget_.tasks() == 0;
+    schedCv_.notify_all();  // no need to wait for the 20 ms tick
+    // passes + 1 may have begun before this look; passes + 2 began after it.
+    if (!passCv_.wait_until(lock, deadline, [&] { return passes_ >= passes + 2; })) return false;
+    if (quiet && enqueued_.load() == enqueued && budget_.tasks() == 0) return true;
   }
 }
 

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -107,6 +108,12 @@ class Prefetcher : public cache::EvictionAdvisor {
   // How positions are learnt; FuseServer asks it whether opens must reach the daemon.
   const PositionSource& position() const { return *position_; }
 
+  // Waits until the prefetcher is idle or `timeout` passed; true when idle:
+  // nothing queued or being fetched, and a whole scheduler pass that began
+  // after that found nothing to fetch. Its state then changes only with reads
+  // or plans (for tests that check what was not fetched).
+  bool waitIdle(std::chrono::milliseconds timeout);
+
  private:
   void schedulerLoop();
   // Entry `pos` of `s` is done: its chunks are retired, and every
@@ -129,6 +136,10 @@ class Prefetcher : public cache::EvictionAdvisor {
 
   std::mutex schedMu_;  // pairs with schedCv_ to wake the scheduler early
   std::condition_variable schedCv_;
+  std::atomic<uint64_t> enqueued_{0};  // tasks the scheduler handed to the workers
+  std::mutex passMu_;                  // guards passes_; pairs with passCv_ (waitIdle)
+  std::condition_variable passCv_;
+  uint64_t passes_ = 0;  // scheduler passes completed
   // Consumed entries per wake of the scheduler (1/32 of the window).
   const uint64_t wakeEvery_;
   std::atomic<bool> stopping_{false};

@@ -80,15 +80,25 @@ class ClusterTest : public ::testing::Test {
     return node;
   }
 
-  static bool waitLive(Cluster& c, size_t want, std::chrono::milliseconds t = 10s) {
+  // Polls `pred` (the cluster's state lives on its progress thread) until it
+  // holds or `t` passed.
+  template <typename Pred>
+  static bool waitUntil(Pred pred, std::chrono::milliseconds t = 10s) {
     const auto until = std::chrono::steady_clock::now() + t;
-    while (std::chrono::steady_clock::now() < until) {
-      size_t live = 0;
-      for (const auto& p : c.peers()) live += p.live;
-      if (live == want) return true;
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() >= until) return false;
       std::this_thread::sleep_for(20ms);
     }
-    return false;
+    return true;
+  }
+  static bool waitLive(Cluster& c, size_t want, std::chrono::milliseconds t = 10s) {
+    return waitUntil(
+        [&] {
+          size_t live = 0;
+          for (const auto& p : c.peers()) live += p.live;
+          return live == want;
+        },
+        t);
   }
 };
 
@@ -153,7 +163,10 @@ TEST_F(ClusterTest, WrongSecretIsRefused) {
   auto m = members(2);
   auto a = start(m, 0, "the-job-secret-0123");
   auto b = start(m, 1, "another-jobs-secret");
-  std::this_thread::sleep_for(1500ms);
+  // Each side's handshake with the other failed its proof at least once.
+  ASSERT_TRUE(waitUntil([&] {
+    return a->cluster->peers()[1].authFailures > 0 && b->cluster->peers()[0].authFailures > 0;
+  }));
   for (auto* n : {a.get(), b.get()}) {
     auto p = n->cluster->peers();
     const auto& other = p[n == a.get() ? 1 : 0];

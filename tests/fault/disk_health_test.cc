@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <thread>
 
 #include "cache/disk_faults.h"
@@ -66,16 +67,23 @@ class DiskHealthMountTest : public MountTest {
     RecordProperty("slowest_read_s", std::to_string(slowest));
     return bad;
   }
-  // Polls stats until tiers.disk.healthy == want (up to `limit`); the last stats.
-  nlohmann::json waitHealthy(bool want, std::chrono::seconds limit) {
+  // Polls stats until `done` holds for them (up to `limit`); the last stats.
+  nlohmann::json waitStats(const std::function<bool(const nlohmann::json&)>& done,
+                           std::chrono::seconds limit) {
     const auto end = Clock::now() + limit;
     nlohmann::json s;
     do {
       s = stats();
-      if (s["tiers"]["disk"].value("healthy", !want) == want) break;
+      if (done(s)) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     } while (Clock::now() < end);
     return s;
+  }
+  // Polls stats until tiers.disk.healthy == want (up to `limit`); the last stats.
+  nlohmann::json waitHealthy(bool want, std::chrono::seconds limit) {
+    return waitStats(
+        [&](const nlohmann::json& s) { return s["tiers"]["disk"].value("healthy", !want) == want; },
+        limit);
   }
   // After the fault is cleared: one pass re-admits chunks, the next must get
   // disk hits for at least half the files. PASS part shared by every test.
@@ -158,8 +166,10 @@ TEST_F(DiskHealthMountTest, ThreeSecondStallNeverHoldsAReadPastTheBound) {
   auto s = stats();
   EXPECT_FALSE(s["tiers"]["disk"].value("healthy", true)) << s.dump();
   EXPECT_GE(num(s, "tiers.disk.timeouts"), 1u) << s.dump();
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // probes run and fail (too slow)
-  s = stats();
+  // A probe runs while the stall lasts, and fails (too slow).
+  s = waitStats([](const nlohmann::json& st) { return num(st, "tiers.disk.probe_failures") >= 1; },
+                std::chrono::seconds(30));
+  EXPECT_GE(num(s, "tiers.disk.probe_failures"), 1u) << s.dump();
   EXPECT_FALSE(s["tiers"]["disk"].value("healthy", true)) << "a slow probe passed: " << s.dump();
   clearFaults();
   expectTierUsedAgain(f);

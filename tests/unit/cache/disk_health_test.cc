@@ -121,7 +121,7 @@ TEST_F(DiskHealthTest, ReadErrorsMakeTheTierUnhealthyUntilAProbePasses) {
   EXPECT_EQ(tier->health().readErrors, 3u) << "an unhealthy tier must not touch the disk";
   EXPECT_GE(tier->health().skipped, 1u);
   EXPECT_FALSE(tier->insert(chunkOf(9)));
-  std::this_thread::sleep_for(milliseconds(200));
+  ASSERT_TRUE(eventually([&] { return tier->health().probeFailures >= 1; }));  // a probe ran
   EXPECT_FALSE(tier->healthy()) << "the probe passed while reads still fail";
   EXPECT_GE(tier->health().probeFailures, 1u);
   faults_->clear();
@@ -169,7 +169,8 @@ TEST_F(DiskHealthTest, StalledDiskCostsOneDeadlineThenIsBypassed) {
   start = Clock::now();
   EXPECT_FALSE(tier->insert(chunkOf(2)));
   EXPECT_LT(Clock::now() - start, milliseconds(500)) << "an insert waited on an unhealthy tier";
-  std::this_thread::sleep_for(milliseconds(2500));  // a probe ran (and took 4 s or failed)
+  // A probe ran and failed (too slow, or its I/O failed).
+  ASSERT_TRUE(eventually([&] { return tier->health().probeFailures >= 1; }, milliseconds(15000)));
   EXPECT_FALSE(tier->healthy());
   faults_->clear();
   ASSERT_TRUE(eventually([&] { return tier->healthy(); }, milliseconds(15000)));
@@ -269,13 +270,14 @@ TEST_F(DiskHealthTest, ControlFileDrivesFaults) {
   DiskFaults f(ctl);
   EXPECT_TRUE(f.beforeRead("x").isOk());
   std::ofstream(ctl) << "read=eio write=enospc\n";
-  std::this_thread::sleep_for(milliseconds(80));
+  // Re-read at most every 50 ms (disk_faults.cc): wait for it to take effect.
+  ASSERT_TRUE(eventually([&] { return !f.beforeRead("x").isOk(); }));
   EXPECT_EQ(f.beforeRead("x").code(), Status::Code::kIoError);
   EXPECT_EQ(f.beforeWrite("x").code(), Status::Code::kNoSpace);
   EXPECT_FALSE(f.parse("read=sometimes"));
   EXPECT_EQ(f.beforeRead("x").code(), Status::Code::kIoError);
   fs::remove(ctl);
-  std::this_thread::sleep_for(milliseconds(80));
+  ASSERT_TRUE(eventually([&] { return f.beforeRead("x").isOk(); }));
   EXPECT_TRUE(f.beforeRead("x").isOk());
   EXPECT_TRUE(f.beforeWrite("x").isOk());
 }

@@ -303,8 +303,6 @@ struct Rig {
     ASSERT_TRUE(r.isOk()) << r.status().toString();
     prefetcher->onRead(e.identity.fileId, 0, e.length, tier);
   }
-  bool drained() const { return prefetcher->inflightBytes() == 0; }
-
   LatencySource source;
   cache::RamTier ram;
   cache::ChunkCache cache;
@@ -353,17 +351,14 @@ std::vector<uint64_t> sourceReadsPerEpoch(bool withPlan, int files) {
     auto order = entries;
     std::mt19937 rng(100 + epoch);
     std::shuffle(order.begin(), order.end(), rng);
-    EXPECT_TRUE([&] {
-      for (int i = 0; i < 2500 && !rig.drained(); ++i) std::this_thread::sleep_for(2ms);
-      return rig.drained();
-    }());
+    EXPECT_TRUE(rig.prefetcher->waitIdle(5s));
     const uint64_t before = rig.source.totalReads();
     if (withPlan) rig.prefetcher->setPlan(std::make_shared<const AccessPlan>(epoch, 0, 0, order));
     for (const auto& e : order) {
       rig.read(e);
       std::this_thread::sleep_for(100us);  // the training step
     }
-    for (int i = 0; i < 2500 && !rig.drained(); ++i) std::this_thread::sleep_for(2ms);
+    EXPECT_TRUE(rig.prefetcher->waitIdle(5s));
     reads.push_back(rig.source.totalReads() - before);
   }
   return reads;

@@ -129,8 +129,8 @@ TEST(PrefetcherTest, PrefetchesTheWindowAheadAndKeepsTheLead) {
     return true;
   })) << "the first "
       << kWindow << " entries were not prefetched within 5 s";
-  // A scheduler that overshot the window would have read more by now.
-  std::this_thread::sleep_for(100ms);
+  // A scheduler that overshot the window would have read more before idle.
+  ASSERT_TRUE(rig.prefetcher->waitIdle(5s));
   for (int i = kWindow; i < kFiles; ++i) EXPECT_FALSE(rig.inRam(entries[i])) << "position " << i;
   EXPECT_EQ(rig.source.totalReads(), kWindow);
   EXPECT_EQ(rig.streamOf(0).leadFiles, kWindow);
@@ -201,7 +201,7 @@ TEST(PrefetcherTest, NothingIsReadTwiceWhenDemandReadsRacePrefetches) {
   EXPECT_EQ(errors.load(), 0);
   // Let queued prefetch tasks drain: they must find the entries consumed or cached.
   ASSERT_TRUE(waitFor([&] { return rig.prefetcher->inflightBytes() == 0; }));
-  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(rig.prefetcher->waitIdle(5s));
 
   // A second read here is ChunkCache's lost-race re-fetch: see ChunkCacheRaceTest.
   for (const auto& e : entries) EXPECT_EQ(rig.source.readsOf(e.relPath), 1u) << e.relPath;
@@ -418,7 +418,7 @@ TEST(PrefetcherTest, StartsAtThePlansStartPosition) {
     return true;
   };
   ASSERT_TRUE(waitFor([&] { return windowInRam(kStart); }));
-  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(rig.prefetcher->waitIdle(5s));  // what it would read more, it has read
   for (uint64_t i = 0; i < kStart; ++i) {
     EXPECT_EQ(rig.source.readsOf(entries[i].relPath), 0u) << "position " << i;
   }

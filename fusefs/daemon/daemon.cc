@@ -93,10 +93,10 @@ Status checkMountable(const MountOptions& o) {
 Daemon::Daemon(MountOptions options) : options_(std::move(options)) {}
 
 Daemon::~Daemon() {
-  memWatch_.reset();
   trimmer_.reset();
   if (metricsHttp_) metricsHttp_->stop();
   admin_.stop();
+  memWatch_.reset();  // after the admin server: `stats` reads its figures
   if (orderSetup_.joinable()) orderSetup_.join();
   if (pusher_) pusher_->close();  // no notification on a session about to go
   mounted_.store(nullptr);

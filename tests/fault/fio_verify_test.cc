@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -241,11 +240,9 @@ TEST_F(FioVerifyTest, PeerServedVerifiesClean) {
   // node did not read itself came from its peer.
   const uint64_t src0 = c(stats(mnts[0]), "tiers.source.read_bytes");
   const uint64_t src1 = c(stats(mnts[1]), "tiers.source.read_bytes");
-  std::printf(
-      "peer bytes: node 0 %llu, node 1 %llu; source bytes: node 0 %llu, node 1 %llu; "
-      "data %llu\n",
-      (unsigned long long)peer0, (unsigned long long)peer1, (unsigned long long)src0,
-      (unsigned long long)src1, (unsigned long long)dataBytes());
+  SCOPED_TRACE("peer bytes: node 0 " + std::to_string(peer0) + ", node 1 " + std::to_string(peer1) +
+               "; source bytes: node 0 " + std::to_string(src0) + ", node 1 " +
+               std::to_string(src1) + "; data " + std::to_string(dataBytes()));
   EXPECT_GE(peer0 + src0, dataBytes()) << "node 0's bytes came from neither";
   EXPECT_GE(peer1 + src1, dataBytes()) << "node 1's bytes came from neither";
   EXPECT_LE(src0 + src1, dataBytes() + dataBytes() / 4) << "files read from the source twice";

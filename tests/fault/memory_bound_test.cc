@@ -248,9 +248,6 @@ TEST_F(MemoryBoundTest, ShuffledReadersOfTenTimesTheLimitStayWithinBudgets) {
   const auto t0 = std::chrono::steady_clock::now();
   const Dataset data = makeDataset(src_, kDatasetBytes);
   dropCaches(src_);  // the daemon's own source reads are then charged to its cgroup
-  std::cout << "dataset: " << data.names.size() << " files, " << data.total << " bytes in "
-            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
-            << " s\n";
 
   // The daemon joins the cgroup before it allocates anything: the shell moves
   // itself, then execs epochfs (whose daemon child inherits the cgroup).
@@ -355,21 +352,24 @@ TEST_F(MemoryBoundTest, ShuffledReadersOfTenTimesTheLimitStayWithinBudgets) {
   const uint64_t budgetWaits = num(end, "prefetch.budget_waits");
   const uint64_t leadWaits = num(end, "prefetch.lead_waits");
   const uint64_t peakInflight = num(end, "prefetch.inflight_peak_bytes");
-  std::cout << "limit " << kLimit << ", ram tier " << ram << ", prefetch budget " << prefetch
-            << ", rss bound " << rssBound << "\n"
-            << "rss idle " << rssIdle << ", rss peak " << rssPeak.load() << " (" << samples.load()
-            << " samples), rss end " << num(end, "memory.rss_bytes") << "\n"
-            << "cgroup peak usage " << cgroup_.peakUsage() << ", oom kills " << cgroup_.oomKills()
-            << "\n"
-            << "prefetch: peak in flight " << peakInflight << " (sampled "
-            << inflightSeenPeak.load() << "), budget waits " << budgetWaits << ", lead waits "
-            << leadWaits << ", read-ahead skipped " << num(end, "prefetch.read_ahead_skipped")
-            << ", prefetched files "
-            << (end["prefetch"]["streams"].empty()
-                    ? 0
-                    : num(end["prefetch"]["streams"][0], "prefetched_files"))
-            << "\n"
-            << "daemon at the end: " <<
+  // The figures behind the assertions below, shown when one fails.
+  std::ostringstream figures;
+  figures << "dataset " << data.names.size() << " files, " << data.total << " bytes\n"
+          << "limit " << kLimit << ", ram tier " << ram << ", prefetch budget " << prefetch
+          << ", rss bound " << rssBound << "\n"
+          << "rss idle " << rssIdle << ", rss peak " << rssPeak.load() << " (" << samples.load()
+          << " samples), rss end " << num(end, "memory.rss_bytes") << "\n"
+          << "cgroup peak usage " << cgroup_.peakUsage() << ", oom kills " << cgroup_.oomKills()
+          << "\n"
+          << "prefetch: peak in flight " << peakInflight << " (sampled " << inflightSeenPeak.load()
+          << "), budget waits " << budgetWaits << ", lead waits " << leadWaits
+          << ", read-ahead skipped " << num(end, "prefetch.read_ahead_skipped")
+          << ", prefetched files "
+          << (end["prefetch"]["streams"].empty()
+                  ? 0
+                  : num(end["prefetch"]["streams"][0], "prefetched_files"))
+          << "\n"
+          << "daemon at the end: " <<
       [&] {
         std::string out;
         std::istringstream in(readText("/proc/" + std::to_string(pid) + "/status"));
@@ -378,9 +378,10 @@ TEST_F(MemoryBoundTest, ShuffledReadersOfTenTimesTheLimitStayWithinBudgets) {
         }
         return out;
       }() << "\n"
-            << "ram tier used " << num(end, "tiers.ram.used_bytes") << ", evictions "
-            << num(end, "tiers.ram.evictions") << ", source read bytes "
-            << num(end, "tiers.source.read_bytes") << ", " << readSeconds << " s in all\n";
+          << "ram tier used " << num(end, "tiers.ram.used_bytes") << ", evictions "
+          << num(end, "tiers.ram.evictions") << ", source read bytes "
+          << num(end, "tiers.source.read_bytes") << ", " << readSeconds << " s in all\n";
+  SCOPED_TRACE(figures.str());
   RecordProperty("rss_peak_bytes", std::to_string(rssPeak.load()));
   RecordProperty("rss_bound_bytes", std::to_string(rssBound));
   RecordProperty("cgroup_peak_bytes", std::to_string(cgroup_.peakUsage()));

@@ -223,18 +223,13 @@ TEST_F(AllowOtherTest, SetuidBinaryRunsWithoutPrivilege) {
   ASSERT_EQ(statvfs(mnt_.c_str(), &sv), 0);
   EXPECT_TRUE(sv.f_flag & ST_NOSUID);
 
+  // The control's outcome depends on the source's filesystem: recorded, not asserted.
   auto control = runProcess({src_ + "/suid-id", "-u"}, 30, SpawnOptions{Identity::kNobody, false});
-  RecordProperty("euid_from_source", control.out);
+  RecordProperty("euid_from_source", control.exitCode == 0 ? control.out : control.describe());
   for (const char* flag : {"-u", "-g"}) {
     auto viaMount = runProcess({m("suid-id"), flag}, 30, SpawnOptions{Identity::kNobody, false});
     ASSERT_EQ(viaMount.exitCode, 0) << viaMount.describe();
     EXPECT_EQ(viaMount.out, "65534\n") << "id " << flag << " through the mount";
-  }
-  if (control.out == "0\n") {
-    std::printf("control: the setuid copy run from the source gives euid 0\n");
-  } else {
-    std::printf("control: the source's filesystem does not honour setuid here (%s)\n",
-                control.describe().c_str());
   }
 }
 

@@ -227,24 +227,28 @@ TEST_F(SupervisorTest, KilledWorkerRestartsAndReadersGetOnlyRightBytes) {
   double worstPause = 0;
   for (int kill_ = 0; kill_ < 2; ++kill_) {
     // Mid cold pass: each source read takes 20 ms, so the readers are still
-    // fetching chunks and the worker is appending them to the disk tier.
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));
-    const uint64_t diskBytes = counter(stats(), "tiers.disk.used_bytes").value_or(0);
+    // fetching chunks; the kill lands once the worker appends them to the
+    // disk tier.
+    uint64_t diskBytes = 0;
+    const auto filling = Clock::now();
+    while ((diskBytes = counter(stats(), "tiers.disk.used_bytes").value_or(0)) == 0 &&
+           since(filling) < 30) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_GT(diskBytes, 0u) << "kill " << kill_ << ": nothing reached the disk tier in 30 s";
     ASSERT_EQ(kill(worker, SIGKILL), 0);
-    std::printf("[   INFO   ] kill %d: disk tier held %llu bytes\n", kill_,
-                static_cast<unsigned long long>(diskBytes));
     const auto t0 = Clock::now();
     const pid_t next = waitNewWorker(worker, 30);
     ASSERT_GT(next, 0) << "no new worker within 30 s";
     worstPause = std::max(worstPause, since(t0));
     EXPECT_EQ(parentOf(next), supervisor);
     EXPECT_TRUE(isMounted(mnt_));
+    // The new worker reopened the disk tier: every record complete at the
+    // kill is there (the writes are serial: at most a torn tail is cut off).
     const auto after = stats();
-    std::printf(
-        "[   INFO   ] restart %d: the new worker's disk tier holds %llu bytes "
-        "(%llu corruptions found)\n",
-        kill_, static_cast<unsigned long long>(counter(after, "tiers.disk.used_bytes").value_or(0)),
-        static_cast<unsigned long long>(counter(after, "tiers.disk.corruptions").value_or(0)));
+    EXPECT_GE(counter(after, "tiers.disk.used_bytes").value_or(0), diskBytes)
+        << "restart " << kill_;
+    EXPECT_EQ(counter(after, "tiers.disk.corruptions").value_or(1), 0u) << "restart " << kill_;
     worker = next;
     // The next kill lands in a cold pass again: nothing cached anywhere.
     adminRequest(mnt_, {{"cmd", admin::kCmdEvict}, {"all", true}, {"tier", "all"}});
@@ -262,17 +266,13 @@ TEST_F(SupervisorTest, KilledWorkerRestartsAndReadersGetOnlyRightBytes) {
   ASSERT_TRUE(finished) << "readers hung after the restart";
   for (const auto& f : pool->failures()) ADD_FAILURE() << f;
   EXPECT_LT(pool->slowestSeconds(), 60.0);
-  std::printf(
-      "[   INFO   ] %llu verified reads; slowest read %.3f s; kill -> new worker "
-      "answering admin: %.3f s at worst\n",
-      static_cast<unsigned long long>(pool->reads()), pool->slowestSeconds(), worstPause);
+  // docs/RELIABILITY.md's figures (--gtest_output=xml); not asserted: tests never assert speed.
+  RecordProperty("slowest_read_seconds", std::to_string(pool->slowestSeconds()));
+  RecordProperty("kill_to_new_worker_seconds", std::to_string(worstPause));
   pool.reset();
 
   dropCaches();
   expectTreeMatchesSource();
-  auto s = stats();
-  std::printf("[   INFO   ] after the restarts: disk tier hit chunks %llu\n",
-              static_cast<unsigned long long>(counter(s, "tiers.disk.hit_chunks").value_or(0)));
   ASSERT_TRUE(unmount());
   EXPECT_TRUE(waitForExit(supervisor, 10).has_value()) << "supervisor outlived its mount";
 }

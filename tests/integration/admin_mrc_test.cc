@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <random>
 
@@ -282,12 +283,14 @@ TEST_F(AdminMrcAgreementTest, PredictionsMatchMeasuredHitRatios) {
     RecordProperty("lru_" + tag, std::to_string(lru) + " predicted, " +
                                      std::to_string(plain.rcharHit) + " rchar, " +
                                      std::to_string(plain.statsHit) + " stats");
-    std::printf(
-        "cache %s (%d shard%s): order-aware predicted %.2f%% measured %.2f%% (rchar) "
-        "%.2f%% (stats); LRU predicted %.2f%% measured %.2f%% (rchar) %.2f%% (stats)\n",
-        tag.c_str(), p["shards"].get<int>(), i < 3 ? "" : "s", 100 * orderAware,
-        100 * withOrder.rcharHit, 100 * withOrder.statsHit, 100 * lru, 100 * plain.rcharHit,
-        100 * plain.statsHit);
+    char figures[256];
+    std::snprintf(figures, sizeof figures,
+                  "cache %s (%d shard%s): order-aware predicted %.2f%% measured %.2f%% (rchar) "
+                  "%.2f%% (stats); LRU predicted %.2f%% measured %.2f%% (rchar) %.2f%% (stats)",
+                  tag.c_str(), p["shards"].get<int>(), i < 3 ? "" : "s", 100 * orderAware,
+                  100 * withOrder.rcharHit, 100 * withOrder.statsHit, 100 * lru,
+                  100 * plain.rcharHit, 100 * plain.statsHit);
+    SCOPED_TRACE(figures);  // shown with a failing comparison below
     EXPECT_NEAR(withOrder.rcharHit, orderAware, tolerance) << tag;
     EXPECT_NEAR(plain.rcharHit, lru, tolerance) << tag;
     EXPECT_NEAR(withOrder.statsHit, withOrder.rcharHit, 0.005) << tag;

@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <fstream>
 #include <map>
 #include <random>
@@ -106,6 +105,7 @@ TEST_P(PushPageCacheTest, PushedFilesAreReadWithoutTheDaemonAndAdvanceThePositio
 
   bool quiet = false;
   uint64_t served = 0;
+  std::string tries;  // what each try that was not quiet saw, for the failure message
   for (int attempt = 0; attempt < 3 && !quiet; ++attempt) {
     auto order = files_;
     std::shuffle(order.begin(), order.end(), std::mt19937(attempt));
@@ -136,13 +136,13 @@ TEST_P(PushPageCacheTest, PushedFilesAreReadWithoutTheDaemonAndAdvanceThePositio
     EXPECT_EQ(counter(st, "prefetch.push_failures").value_or(1), 0u);
     quiet =
         pushedNow == order.size() - sentinelCount && served <= sentinelCount + order.size() / 20;
-    if (!quiet)
-      std::printf("try %d: %llu pushed, %llu daemon reads\n", attempt,
-                  static_cast<unsigned long long>(pushedNow),
-                  static_cast<unsigned long long>(served));
+    if (!quiet) {
+      tries += "; try " + std::to_string(attempt) + ": " + std::to_string(pushedNow) + " pushed, " +
+               std::to_string(served) + " daemon reads";
+    }
   }
   EXPECT_TRUE(quiet) << "not every file pushed, or the daemon served " << served
-                     << " read requests for " << files_.size() << " pushed files";
+                     << " read requests for " << files_.size() << " pushed files" << tries;
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, PushPageCacheTest,

@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <fstream>
 #include <vector>
 
@@ -46,7 +45,7 @@ TEST(PeerAuth, ProofsBindSecretNoncesRolesAndNodes) {
 }
 
 // Pass: a tag verifies only for the same key, direction, counter, header and
-// bytes (one flipped bit fails); prints the cost per MiB for docs/CLUSTER.md.
+// bytes (one flipped bit fails). Its cost: tools/peerbench/mac_bench.cc.
 TEST(PeerAuth, PayloadMacDetectsAnyChange) {
   PayloadMac mac(sessionKey("k-k-k-k-k-k-k-k-k", randomNonce(), randomNonce()));
   std::vector<char> data(1 << 20, 'x');
@@ -60,14 +59,6 @@ TEST(PeerAuth, PayloadMacDetectsAnyChange) {
   data[12345] ^= 1;
   PayloadMac other(sessionKey("k-k-k-k-k-k-k-k-k", randomNonce(), randomNonce()));
   EXPECT_FALSE(other.verify(t, 2, 7, hdr, sizeof hdr, data.data(), data.size()));
-
-  // The MAC's cost, printed for docs/CLUSTER.md.
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 200; ++i)
-    t = mac.sign(2, static_cast<uint64_t>(i), hdr, sizeof hdr, data.data(), data.size());
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("Payload MAC (ChaCha20-Poly1305) over 1 MiB: %.1f us per chunk, %.2f GB/s\n",
-              s / 200 * 1e6, 200.0 * data.size() / s / 1e9);
 }
 
 // Pass: the piece callback sees every byte of the data once, in order, in

@@ -4,21 +4,41 @@
 #include <cstring>
 #include <new>
 
+#include "cache/chunk_buffer_pool.h"
+
 namespace epochfs::cache {
 
 void ChunkBuffer::allocate(size_t size, size_t capacity, size_t alignment) {
   // aligned_alloc wants a size that is a multiple of the alignment.
   const size_t rounded =
       std::max<size_t>(alignment, (capacity + alignment - 1) / alignment * alignment);
-  mem_.reset(static_cast<char*>(std::aligned_alloc(alignment, rounded)));
-  if (mem_ == nullptr) throw std::bad_alloc();
+  char* p = static_cast<char*>(std::aligned_alloc(alignment, rounded));
+  if (p == nullptr) throw std::bad_alloc();
+  mem_ = std::unique_ptr<char, Free>(p, Free{alignment == kPageBytes ? rounded : 0});
   size_ = size;
   capacity_ = rounded;
 }
 
+void ChunkBuffer::Free::operator()(char* p) const {
+  if (pooledCapacity != 0) {
+    ChunkBufferPool::global().give(p, pooledCapacity);
+  } else {
+    std::free(p);
+  }
+}
+
 ChunkBuffer ChunkBuffer::pageAligned(size_t size) {
+  ChunkBufferPool& pool = ChunkBufferPool::global();
+  const size_t capacity = pool.capacityFor(size);
   ChunkBuffer b;
-  b.allocate(size, size, kPageBytes);
+  size_t taken = 0;
+  if (char* reused = pool.take(capacity, &taken)) {
+    b.mem_ = std::unique_ptr<char, Free>(reused, Free{taken});
+    b.size_ = size;
+    b.capacity_ = taken;
+    return b;
+  }
+  b.allocate(size, capacity, kPageBytes);
   return b;
 }
 

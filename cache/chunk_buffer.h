@@ -4,6 +4,11 @@
 // it can be allocated page-aligned with room up to the next 4 KiB, so an
 // O_DIRECT read lands in it straight from the device (no bounce buffer, no
 // copy). Move-only: a chunk's bytes are shared through ChunkRef, not copied.
+// Page-aligned buffers come from and go back to ChunkBufferPool::global()
+// (chunk_buffer_pool.h: freed chunks' memory, already faulted in, reused by
+// the next source read); with the pool on, their capacity is a size class.
+//
+// Thread-safety: none of its own (one owner at a time, like std::vector).
 #pragma once
 
 #include <cstddef>
@@ -22,7 +27,9 @@ class ChunkBuffer {
   // `size` bytes, uninitialised, aligned to 16 bytes (malloc's alignment).
   explicit ChunkBuffer(size_t size) { allocate(size, size, alignof(std::max_align_t)); }
   // `size` bytes, uninitialised, page-aligned, with capacity rounded up to a
-  // whole page: what an O_DIRECT read of `size` bytes needs.
+  // whole page (to the pool's size class when the pool is on): what an
+  // O_DIRECT read of `size` bytes needs. A reused buffer holds the old bytes
+  // of a freed chunk: the caller overwrites every byte up to size().
   // Both throw std::bad_alloc when out of memory, as std::vector does.
   static ChunkBuffer pageAligned(size_t size);
   // A copy of `len` bytes at `bytes` (tests and small callers).
@@ -59,7 +66,12 @@ class ChunkBuffer {
 
  private:
   struct Free {
-    void operator()(char* p) const { std::free(p); }
+    // Page-aligned blocks go back to the pool (which frees what it does not
+    // keep); the others to malloc.
+    Free() noexcept : pooledCapacity(0) {}
+    explicit Free(size_t capacity) noexcept : pooledCapacity(capacity) {}
+    size_t pooledCapacity;  // 0: not page-aligned, plain free
+    void operator()(char* p) const;
   };
   void allocate(size_t size, size_t capacity, size_t alignment);
 

@@ -123,8 +123,13 @@ Result<ChunkBuffer> PosixSource::readChunk(const std::string& relPath, const Fil
   if (!fd.isOk()) return fd.status();
   // Straight from the device into the chunk: no bounce buffer, no copy, no
   // zero-fill (the read itself faults the fresh pages in).
+  // The buffer may be a freed chunk's (chunk_buffer_pool.h): the read
+  // overwrites every byte up to `len` (a short read shrinks the buffer to what
+  // it read), so no old byte is served. Whole pages for O_DIRECT, but not the
+  // size class's slack past them: that would read the next chunk's bytes.
   ChunkBuffer buf = ChunkBuffer::pageAligned(len);
-  Result<size_t> r = preadAll(*fd, relPath, offset, buf.data(), buf.capacity());
+  const size_t want = (len + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+  Result<size_t> r = preadAll(*fd, relPath, offset, buf.data(), want);
   ::close(*fd);
   if (!r.isOk() && r.status().code() == Status::Code::kInvalidArgument) {
     directIo_.store(false);  // O_DIRECT refused at read time (alignment rules)

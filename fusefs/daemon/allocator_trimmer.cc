@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "cache/chunk_buffer_pool.h"
+
 namespace epochfs::fusefs {
 
 uint64_t AllocatorTrimmer::slackFor(uint64_t tierBytes) {
@@ -22,6 +24,10 @@ void AllocatorTrimmer::start() {
 void AllocatorTrimmer::stop() { thread_.stop(); }
 
 bool AllocatorTrimmer::pollOnce() {
+  // Chunk buffers the pool kept but nobody took this period go back first,
+  // so a trim below can return their pages (the pool is the newest memory
+  // the daemon holds idle; between epochs it empties here).
+  cache::ChunkBufferPool::global().releaseUnused();
   // mallinfo2 walks the arenas' free lists: a few microseconds once a period.
   const struct mallinfo2 info = mallinfo2();
   if (info.fordblks <= slackBytes_) return false;

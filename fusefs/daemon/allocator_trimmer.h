@@ -11,7 +11,10 @@
 // Once a `period` the trimmer asks glibc how many free bytes its arenas hold
 // (mallinfo2().fordblks) and, above `slackBytes`, calls malloc_trim(0), which
 // returns every whole free page to the kernel. The slack keeps trims rare: a
-// trimmed page faults in again when it is reused.
+// trimmed page faults in again when it is reused. Before that look it frees
+// the chunk buffers that sat idle in cache::ChunkBufferPool for the whole
+// period (releaseUnused); the ones being reused stay: freeing them at each
+// trim would fault in again exactly the memory the pool exists to keep.
 //
 // Thread-safety: start()/stop() from one thread; pollOnce() from the
 // trimmer's own thread (or a test).

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cache/chunk_buffer_pool.h"
 #include "cache/delayed_source.h"
 #include "cache/disk_tier.h"
 #include "cache/ram_tier.h"
@@ -301,6 +302,10 @@ Status Daemon::start() {
   cache_ = std::make_unique<cache::ChunkCache>(co, *reads, *ram_, disk_.get());
   s = startCluster();
   if (!s.isOk()) return s;
+  // Freed chunks' buffers, already faulted in, for the next source reads
+  // (before the watcher, which zeroes this limit under pressure).
+  cache::ChunkBufferPool::global().setLimits(
+      cache::ChunkBufferPool::idleLimitFor(options_.ramCacheBytes), options_.chunkSize);
   startMemoryWatch();
   trimmer_ = std::make_unique<AllocatorTrimmer>(AllocatorTrimmer::slackFor(options_.ramCacheBytes));
   trimmer_->start();

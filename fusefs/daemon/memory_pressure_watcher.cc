@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "cache/chunk_buffer_pool.h"
+
 namespace epochfs::fusefs {
 
 namespace {
@@ -63,6 +65,11 @@ void MemoryPressureWatcher::pollOnce() {
     shrinks_.fetch_add(1, std::memory_order_relaxed);
     lowestCap_.store(std::min(lowestCap_.load(std::memory_order_relaxed), cap_),
                      std::memory_order_relaxed);
+    // Idle chunk buffers go, and the pool keeps none while the tier is capped:
+    // else the buffers the shrink just evicted would stay resident in it.
+    cache::ChunkBufferPool& pool = cache::ChunkBufferPool::global();
+    if (!pressured_) savedPoolLimit_ = pool.idleLimit();
+    pool.setIdleLimit(0);
     malloc_trim(0);  // small chunks' freed memory back to the kernel too
     // A warning when the episode starts, then at most one line every 10 s.
     if (!pressured_ || now - lastLog_ >= std::chrono::seconds(10)) {
@@ -79,6 +86,7 @@ void MemoryPressureWatcher::pollOnce() {
     spdlog::info(
         "memory pressure gone: RAM tier back at {:.1f} MiB ({} shrinks, lowest {:.1f} MiB)",
         cap_ / kMiB, shrinks(), lowestCapBytes() / kMiB);
+    cache::ChunkBufferPool::global().setIdleLimit(savedPoolLimit_);
     pressured_ = false;
   }
 }

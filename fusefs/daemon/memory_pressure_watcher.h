@@ -14,7 +14,10 @@
 // back, up to its configured size. Each change is logged (a warning when the
 // tier first shrinks, info when it is whole again) and counted: shrinks(),
 // lowestCapBytes() and the last working set are `stats.memory.pressure`
-// (docs/METRICS.md); the cap itself is the tier's `capacity_bytes`.
+// (docs/METRICS.md); the cap itself is the tier's `capacity_bytes`. While the
+// tier is capped the chunk-buffer pool (cache/chunk_buffer_pool.h) keeps
+// nothing idle: its limit is 0 from the first shrink until the tier is whole
+// again, else the buffers the shrink evicts would stay resident in it.
 //
 // Thread-safety: start()/stop() from one thread; the policy and pollOnce() are
 // for tests and the watcher's own thread; the figures may be read from any.
@@ -22,6 +25,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -75,7 +79,8 @@ class MemoryPressureWatcher {
   std::atomic<uint64_t> shrinks_{0};
   std::atomic<uint64_t> lowestCap_;
   std::atomic<uint64_t> workingSet_{0};
-  bool pressured_ = false;  // capped below tierMaxBytes since the last warning
+  bool pressured_ = false;     // capped below tierMaxBytes since the last warning
+  size_t savedPoolLimit_ = 0;  // the chunk-buffer pool's limit before the episode
   std::chrono::steady_clock::time_point lastLog_{};
   PeriodicThread thread_;
 };

@@ -8,11 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "cache/chunk_buffer_pool.h"
 #include "tests/unit/scoped_temp_dir.h"
 
 namespace epochfs::cache {
@@ -68,6 +70,30 @@ TEST_F(PosixSourceTest, ReadChunkReturnsTheFilesBytesAtEverySize) {
       }
     }
   }
+}
+
+// Pass: with the chunk-buffer pool on, a chunk read into a recycled buffer
+// (filled with 0xEE by its previous owner) holds the file's bytes and nothing
+// else: every byte up to size() is overwritten, at every size class.
+TEST_F(PosixSourceTest, ReadChunkIntoARecycledBufferShowsNoOldBytes) {
+  ChunkBufferPool& pool = ChunkBufferPool::global();
+  pool.setLimits(16 << 20, 1 << 20);
+  for (size_t size :
+       {size_t{65536}, size_t{110000}, size_t{133000}, size_t{300001}, size_t{1} << 20}) {
+    const std::string name = std::to_string(size) + ".r";
+    const std::vector<char> bytes = write(name, size);
+    {
+      ChunkBuffer old = ChunkBuffer::pageAligned(size);
+      std::memset(old.data(), 0xEE, old.capacity());
+    }  // back to the pool
+    const uint64_t reusedBefore = pool.stats().reused;
+    auto r = source_->readChunk(name, identity(name), 0, size);
+    ASSERT_TRUE(r.isOk()) << name << ": " << r.status().toString();
+    EXPECT_EQ(pool.stats().reused, reusedBefore + 1) << name;
+    ASSERT_EQ(r->size(), size);
+    EXPECT_TRUE(*r == bytes) << name;
+  }
+  pool.setLimits(0, ChunkBufferPool::kDefaultMaxBufferBytes);
 }
 
 // Pass: a file changed since its identity was taken gives kStale, never the

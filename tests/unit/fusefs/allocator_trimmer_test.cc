@@ -9,6 +9,8 @@
 #include <cstring>
 #include <vector>
 
+#include "cache/chunk_buffer.h"
+#include "cache/chunk_buffer_pool.h"
 #include "fusefs/daemon/memory_limit.h"
 
 namespace epochfs::fusefs {
@@ -63,6 +65,28 @@ TEST(AllocatorTrimmer, StartsAndStopsItsThread) {
   t.stop();
   t.stop();  // twice is fine
   EXPECT_EQ(t.trims(), 0u);
+}
+
+// Pass: each poll frees the chunk buffers that sat idle in the pool for the
+// whole period since the previous poll, and keeps those reused in it.
+TEST(AllocatorTrimmer, ReleasesChunkBuffersIdleForAPeriod) {
+  cache::ChunkBufferPool& pool = cache::ChunkBufferPool::global();
+  pool.setLimits(8u << 20, 1u << 20);
+  constexpr size_t kSize = 256 * 1024;
+  {
+    std::vector<cache::ChunkBuffer> freed;
+    for (int i = 0; i < 4; ++i) freed.push_back(cache::ChunkBuffer::pageAligned(kSize));
+  }
+  const size_t idle = pool.stats().idleBytes;
+  ASSERT_EQ(idle, 4 * pool.capacityFor(kSize));
+  AllocatorTrimmer trimmer(uint64_t{1} << 40);  // never trims glibc: only the pool
+  trimmer.pollOnce();                           // a period starts
+  { cache::ChunkBuffer reused = cache::ChunkBuffer::pageAligned(kSize); }
+  trimmer.pollOnce();  // 3 sat idle throughout; the reused one stays
+  EXPECT_EQ(pool.stats().idleBytes, pool.capacityFor(kSize));
+  trimmer.pollOnce();  // and goes once it too sits a period
+  EXPECT_EQ(pool.stats().idleBytes, 0u);
+  pool.setLimits(0, cache::ChunkBufferPool::kDefaultMaxBufferBytes);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache/chunk.h"
+#include "cache/chunk_buffer_pool.h"
 #include "cache/ram_tier.h"
 #include "fusefs/daemon/memory_limit.h"
 #include "fusefs/daemon/memory_pressure_watcher.h"
@@ -185,6 +186,35 @@ TEST(MemoryPressureWatcherTest, CapsTheTierUnderPressureAndGrowsBack) {
   EXPECT_EQ(w.shrinks(), 2u);
   EXPECT_EQ(w.lowestCapBytes(), 0u);
   EXPECT_EQ(w.workingSetBytes(), 10 * kMiB);
+}
+
+// Pass: the chunk-buffer pool keeps nothing idle while the tier is capped (its
+// idle buffers freed at the first shrink, its limit 0) and gets its limit
+// back when the tier is whole again.
+TEST(MemoryPressureWatcherTest, EmptiesTheChunkBufferPoolWhileTheTierIsCapped) {
+  cache::ChunkBufferPool& pool = cache::ChunkBufferPool::global();
+  pool.setLimits(8 * kMiB, kMiB);
+  { cache::ChunkBuffer b = cache::ChunkBuffer::pageAligned(kMiB); }  // idle in the pool
+  ASSERT_EQ(pool.stats().idleBytes, kMiB);
+  cache::RamTier tier(16 * kMiB);
+  for (uint64_t f = 1; f <= 16; ++f) ASSERT_TRUE(tier.insert(chunk(f, kMiB)));
+  uint64_t others = 30 * kMiB;
+  MemoryPressureWatcher w(
+      tier, MemoryPressurePolicy{50 * kMiB, 16 * kMiB, 8 * kMiB},
+      [&](uint64_t* ws) {
+        *ws = others + tier.usage().bytesUsed;
+        return true;
+      },
+      "fake");
+  w.pollOnce();  // 46 of 50: shrinks
+  ASSERT_EQ(w.shrinks(), 1u);
+  EXPECT_EQ(pool.idleLimit(), 0u);
+  EXPECT_EQ(pool.stats().idleBytes, 0u);
+  others = 0;
+  w.pollOnce();  // 50 free: whole again
+  EXPECT_EQ(tier.usage().capacityBytes, 16 * kMiB);
+  EXPECT_EQ(pool.idleLimit(), 8 * kMiB);
+  pool.setLimits(0, cache::ChunkBufferPool::kDefaultMaxBufferBytes);
 }
 
 // Pass: the thread polls on its own and stops promptly.

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <vector>
 
-#include "fusefs/daemon/mount_table.h"
+#include "fusefs/mount_table.h"
 
 namespace epochfs::fusefs {
 

@@ -17,8 +17,8 @@
 #include <sstream>
 #include <thread>
 
-#include "fusefs/daemon/mount_table.h"
 #include "fusefs/daemon/supervisor_link.h"
+#include "fusefs/mount_table.h"
 
 namespace epochfs::fusefs {
 

@@ -19,6 +19,8 @@
 #include <sstream>
 #include <thread>
 
+#include "fusefs/mount_table.h"
+
 extern char** environ;
 
 namespace epochfs::bench {
@@ -137,22 +139,8 @@ std::string selfExeDir() {
 }
 
 bool isMounted(const std::string& path) {
-  // mountinfo field 5 is the mount point, with ' ', '\t', '\n', '\\' octal-escaped.
-  std::istringstream lines(readSmallFile("/proc/self/mountinfo"));
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream fields(line);
-    std::string id, parent, devno, root, mountpoint;
-    fields >> id >> parent >> devno >> root >> mountpoint;
-    std::string unescaped;
-    for (size_t i = 0; i < mountpoint.size(); ++i) {
-      if (mountpoint[i] == '\\' && i + 3 < mountpoint.size()) {
-        unescaped += static_cast<char>(std::stoi(mountpoint.substr(i + 1, 3), nullptr, 8));
-        i += 3;
-      } else {
-        unescaped += mountpoint[i];
-      }
-    }
-    if (unescaped == path) return true;
+  for (const fusefs::MountEntry& m : fusefs::MountTable::read()) {
+    if (m.mountPoint == path) return true;
   }
   return false;
 }

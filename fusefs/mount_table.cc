@@ -1,4 +1,4 @@
-#include "fusefs/daemon/mount_table.h"
+#include "fusefs/mount_table.h"
 
 #include <algorithm>
 #include <cstdlib>

@@ -224,8 +224,10 @@ def plot(rows, path, title):
 
 
 def from_lab_argv(argv):
-    """tools/epochfs-model's --from-lab FILE: argv with it replaced by --D/--R/--N from the
-    file (lab_inputs; given later on the line, they still win), and a line saying so."""
+    """tools/epochfs-model's --from-lab FILE: argv with it replaced by --D/--R/--N/--U from the
+    file (lab_inputs; given later on the line, they still win) and, when U was measured,
+    --decode-all (the lab's U is reading the dataset through the mount, which every strategy
+    pays), and a line saying so."""
     argv = list(argv)
     if "--from-lab" not in argv:
         return argv, None
@@ -237,7 +239,11 @@ def from_lab_argv(argv):
     extra = []
     for k, v in sorted(measured.items()):
         extra += ["--" + k, repr(v)]
-    note = "from %s: %s\n" % (path, ", ".join("%s=%.4g" % kv for kv in sorted(measured.items())))
+    note = "from %s: %s" % (path, ", ".join("%s=%.4g" % kv for kv in sorted(measured.items())))
+    if "U" in measured:
+        extra.append("--decode-all")
+        note += " (U: U1 per node, the lab's p = 1 ingest rate; D/(pU) on every strategy)"
+    note += "\n"
     return argv[:i] + extra + argv[i + 2:], note
 
 
@@ -245,10 +251,14 @@ def lab_inputs(path):
     """Measured inputs from `cluster-lab paper --json FILE` (docs/LAB.md), in samples:
     D = the files; R = D / the mean `direct` epoch (every p, every epoch: the shared source's
     rate as read); N = the median per-node receive rate of `cluster` in epochs 2+ at p >= 2
-    (link bytes / p / seconds, in files of the dataset's mean size). U is not measured there
-    (no decode), so it stays as given."""
+    (link bytes / p / seconds, in files of the dataset's mean size); U = U1, the rate one node
+    ingests the dataset with every byte local (the p = 1 `cluster` epochs 2+, else `local`,
+    else the file's calibration run: epochfs.lab.paper_model.ingest_rate). The lab's nodes
+    share one machine's cores, so there the term is D/U1 at every p; here U1 is one node's U of
+    a cluster whose nodes each have their own (D/(p·U1))."""
     import json
     import statistics
+    from .lab.paper_model import ingest_rate
     with open(path) as f:
         doc = json.load(f)
     files = doc.get("files") or doc["rates"].get("files")
@@ -261,6 +271,9 @@ def lab_inputs(path):
         out["R"] = files / statistics.mean(direct)
     if recv:
         out["N"] = statistics.median(recv) / size
+    u, _ = ingest_rate(doc)
+    if u:
+        out["U"] = u / size
     return out
 
 

@@ -18,7 +18,9 @@ watcher's shrinks of the RAM tier, the daemon's and the readers' peak RSS (node_
 Standard library only.
 
 `paper`: for each p, a fresh lab per case (direct, local, cluster, cluster-order, locality),
-epochs 1..E, and the model's figure for each epoch; JSON and (matplotlib) pictures. Each node's
+epochs 1..E, and the model's figure for each epoch (epochfs.lab.paper_model: the I/O terms and
+D/U1, U1 measured from the p = 1 `cluster` case's epochs 2+, run first, or from a calibration
+run of it when p = 1 or `cluster` is not asked for); JSON and (matplotlib) pictures. Each node's
 daemon gets `--ram-cache` 1.5 D/p (the rule's per-node memory is the cache's), its node
 1.5 D/p + ALLOWANCE (the daemon's own memory and the ranks', measured: docs/LAB.md).
 """
@@ -34,6 +36,7 @@ import time
 
 from . import node as lab_node, workload as lab_workload
 from .memory import MemoryWatch, daemon_figures, node_memory_figures
+from .paper_model import INGEST_CASES, apply_model, model_seconds
 from .lab import Lab
 from .down import down
 from .util import PYTHON_DIR, ArgParser, LabError, log, parse_rate, parse_size
@@ -194,24 +197,6 @@ def source_dataset(lab, hashes=False):
     return out
 
 
-# ---- the model's figure per case ------------------------------------------------------------
-
-def model_seconds(case, epoch, p, d, r, n_link, cache_per_node, b=None):
-    """Loading time of one epoch by the paper's terms (U taken as unbounded: no compute, no
-    decode). d bytes, r source bytes/s, n_link one node's link payload bytes/s, Rc = Rb = p*N."""
-    direct = d / r
-    if case == "direct" or epoch == 1:
-        return direct
-    a = min(1.0, p * cache_per_node / d)
-    if case == "local":  # a node holds what it has read, up to its cache: min(C, (epoch-1)·D/p)
-        held = min(cache_per_node, (epoch - 1) * d / p)
-        return max(0.0, 1 - held / d) * d / r
-    rc = p * n_link
-    if case == "locality":
-        return (1 - a) * d / r + a * d * (b or 0.0) / rc
-    return (1 - a) * d / r + a * d / rc * (p - 1) / p
-
-
 # ---- the local case: epochfs on every node, no cluster --------------------------------------
 
 class LocalLab(Lab):
@@ -262,52 +247,65 @@ def paper(node_counts=(1, 2, 4, 8), files=2000, epochs=3, link=25_000_000, sourc
                          "reader_threads": threads, "ram_cache": "1.5 D/p (bytes, --ram-cache)",
                          "node_memory": "1.5 D/p + allowance", "disk_tier": None,
                          "node_memory_allowance": allowance,
-                         "U": "unbounded (no compute, no decode)"},
+                         "U": None},
                "runs": [], "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         say("D = %.1f MiB in %d files; source %.1f MiB/s (D/R = %.1f s); links %d bit/s"
             % (d / 2**20, files, r / 2**20, d / r, link * 8))
         t_all = time.monotonic()
-        for p in node_counts:
+        plan = [(p, c) for p in node_counts for c in cases]
+        asked = list(plan)
+        first = next(((1, c) for c in INGEST_CASES if (1, c) in plan), None)
+        if first:  # U1 first: the p = 1 case that reads every byte locally in epochs 2+
+            plan.remove(first)
+        else:
+            say("p = 1 cluster (or local) is not in this run: a calibration run of p = 1 "
+                "cluster, 3 epochs, first, for U1 (doc[\"calibration\"])")
+            first = (1, "cluster")
+        for p, case in [first] + plan:
             cache = int(1.5 * d / p)
             memory = cache + allowance
-            for case in cases:
-                say("p = %d, %s" % (p, case))
-                cls = LocalLab if case == "local" else Lab
-                opts = ["--ram-cache", str(cache)]
-                lab_dir = os.path.join(root, "lab-%d-%s" % (p, case))
-                lab = cls.up(data, p, directory=lab_dir, link=link, source_bw=r,
-                             node_memory=memory, epochfs_options=opts)
-                try:
-                    from .capacity import daemon_ram_cache
-                    ram_cache, memory_limit = daemon_ram_cache(lab, lab.nodes[0])
-                    say("  node0's daemon: RAM tier %.1f MiB of a %.1f MiB memory limit"
-                        % (ram_cache / 2**20, memory_limit / 2**20))
-                    figs = run_epochs(lab, dataset, sampler={"cluster-order": "order", "locality": "locality"}
-                                      .get(case, "distributed"), ranks_per_node=ranks_per_node,
-                                      epochs=epochs, threads=threads, local_batch=local_batch,
-                                      direct=case == "direct", say=say)
-                finally:
-                    down(lab.state.dir, verbose=False)
-                    shutil.rmtree(lab_dir, ignore_errors=True)  # LocalLab's own hostfiles
-                for f in figs:
-                    doc["runs"].append({
-                        "nodes": p, "case": case, "epoch": f["epoch"], "seconds": f["seconds"],
-                        "source_bytes": f["source_bytes"], "device_bytes": f["device_bytes"],
-                        "link_bytes": f["link_bytes"], "bytes_read": f["bytes_read"],
-                        "files_read_twice": f["files_read_twice"], "bad_reads": f["bad_reads"],
-                        "balance_fraction": f["balance_fraction"], "cpu_busy": f["cpu_busy"],
-                        "cpu_saturated": f["cpu_saturated"], "cache_per_node": cache,
-                        "oom_kills_daemon": f["oom_kills_daemon"],
-                        "oom_kills_other": f["oom_kills_other"],
-                        "memory_peak_bytes": f["memory_peak_bytes"],
-                        "pressure_shrinks": [m["shrinks"] for m in f["nodes_memory"]],
-                        "nodes_memory": f["nodes_memory"],
-                        "node_memory": memory, "daemon_ram_cache": ram_cache,
-                        "model_seconds": model_seconds(case, f["epoch"], p, d, r, n_link, cache,
-                                                       f["balance_fraction"])})
-                doc["elapsed_s"] = time.monotonic() - t_all
-                if json_path:
-                    _write_json(json_path, doc)
+            calibration = (p, case) not in asked
+            say("p = %d, %s%s" % (p, case, " (calibration for U1)" if calibration else ""))
+            cls = LocalLab if case == "local" else Lab
+            opts = ["--ram-cache", str(cache)]
+            lab_dir = os.path.join(root, "lab-%d-%s" % (p, case))
+            lab = cls.up(data, p, directory=lab_dir, link=link, source_bw=r,
+                         node_memory=memory, epochfs_options=opts)
+            try:
+                from .capacity import daemon_ram_cache
+                ram_cache, memory_limit = daemon_ram_cache(lab, lab.nodes[0])
+                say("  node0's daemon: RAM tier %.1f MiB of a %.1f MiB memory limit"
+                    % (ram_cache / 2**20, memory_limit / 2**20))
+                figs = run_epochs(lab, dataset, sampler={"cluster-order": "order", "locality": "locality"}
+                                  .get(case, "distributed"), ranks_per_node=ranks_per_node,
+                                  epochs=3 if calibration else epochs, threads=threads,
+                                  local_batch=local_batch, direct=case == "direct", say=say)
+            finally:
+                down(lab.state.dir, verbose=False)
+                shutil.rmtree(lab_dir, ignore_errors=True)  # LocalLab's own hostfiles
+            for f in figs:
+                doc.setdefault("calibration" if calibration else "runs", []).append({
+                    "nodes": p, "case": case, "epoch": f["epoch"], "seconds": f["seconds"],
+                    "source_bytes": f["source_bytes"], "device_bytes": f["device_bytes"],
+                    "link_bytes": f["link_bytes"], "bytes_read": f["bytes_read"],
+                    "files_read_twice": f["files_read_twice"], "bad_reads": f["bad_reads"],
+                    "balance_fraction": f["balance_fraction"], "cpu_busy": f["cpu_busy"],
+                    "cpu_saturated": f["cpu_saturated"], "cache_per_node": cache,
+                    "oom_kills_daemon": f["oom_kills_daemon"],
+                    "oom_kills_other": f["oom_kills_other"],
+                    "memory_peak_bytes": f["memory_peak_bytes"],
+                    "pressure_shrinks": [m["shrinks"] for m in f["nodes_memory"]],
+                    "nodes_memory": f["nodes_memory"],
+                    "node_memory": memory, "daemon_ram_cache": ram_cache,
+                    "model_seconds_io": model_seconds(case, f["epoch"], p, d, r, n_link, cache,
+                                                      f["balance_fraction"])})
+            u = apply_model(doc)
+            if u and (p, case) == first:
+                say("U1 = %.1f MiB/s (D/U1 = %.2f s): the lab's ingest term D/U1 at every p"
+                    % (u / 2**20, d / u))
+            doc["elapsed_s"] = time.monotonic() - t_all
+            if json_path:
+                _write_json(json_path, doc)
         return doc
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -17,6 +17,7 @@ checkout (``PYTHONPATH=tools/python``). Importing the package imports none of it
 ``bench``       ``cluster-lab bench``: peer fetch against a link, beside ``ucx_perftest``
 ``paper``       ``cluster-lab run`` and ``cluster-lab paper``: the seed paper's experiment
 ``paper_plot``  the table and pictures of ``cluster-lab paper``'s JSON
+``paper_model`` the model's figure per epoch of ``cluster-lab paper``: the I/O terms and D/U1
 ``memory``      what the nodes' memory did in an epoch: OOM kills, peaks, the watcher's shrinks
 ``demo``        ``tools/demo --cluster``
 ``cli``         the command line of tools/cluster-lab

@@ -105,7 +105,7 @@ def plot(doc, directory):
     ps = sorted({k[1] for k in st})
     paths = []
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    fig, ax = plt.subplots(figsize=(9.5, 4.8))
     for c in cases:
         xs = [p for p in ps if (c, p) in st]
         ax.plot(xs, [st[(c, p)]["model"] for p in xs], "-", color=COLOURS[c], alpha=0.6,
@@ -127,7 +127,8 @@ def plot(doc, directory):
     ax.set_title("Lab: D = %.0f MiB, D/R = %.1f s, links 200 Mbit/s%s" % (
         d / 2**20, doc["rates"]["D_over_R_s"], ", D/U1 = %.2f s" % u if u else ""))
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    # Beside the plot, not over it: the points sit in every corner.
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     paths.append(os.path.join(directory, "lab-paper-loading.png"))
     fig.savefig(paths[-1], dpi=110)

@@ -90,9 +90,14 @@ void ChunkBufferPool::give(char* block, size_t capacity) {
   const size_t limit = idleLimit();
   const int c =
       limit == 0 ? -1 : classOf(capacity, maxBufferBytes_.load(std::memory_order_relaxed));
+  if (c < 0) {  // not keepable (pool off, or a size it does not hold): no lock
+    bypassFreed_.fetch_add(1, std::memory_order_relaxed);
+    std::free(block);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (c >= 0 && idleBytes_ + capacity <= limit) {
+    if (idleBytes_ + capacity <= limit) {
       if (static_cast<size_t>(c) >= idle_.size()) idle_.resize(c + 1);
       idle_[c].push_back(block);
       idleBytes_ += capacity;
@@ -187,6 +192,7 @@ void ChunkBufferPool::setLimits(size_t idleLimitBytes, size_t maxBufferBytes) {
 ChunkBufferPool::Stats ChunkBufferPool::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   Stats s = counts_;
+  s.freed += bypassFreed_.load(std::memory_order_relaxed);
   s.idleBytes = idleBytes_;
   for (const auto& list : idle_) s.idleBuffers += list.size();
   return s;

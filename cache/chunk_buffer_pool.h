@@ -127,6 +127,7 @@ class ChunkBufferPool {
   size_t idleBytes_ = 0;                  // guarded by mu_
   size_t lowWater_ = 0;                   // least idleBytes_ since releaseUnused; guarded by mu_
   Stats counts_;                          // the counters; guarded by mu_
+  std::atomic<uint64_t> bypassFreed_{0};  // gives freed without the lock (not keepable)
 };
 
 }  // namespace epochfs::cache

@@ -28,7 +28,10 @@ cache::ChunkBuffer ReceiveBufferPool::acquire(size_t len) {
     }
   }
   allocated_.fetch_add(1, std::memory_order_relaxed);
-  return cache::ChunkBuffer(len);
+  // From the daemon's chunk-buffer pool (evicted chunks' buffers, already
+  // faulted in) when it has one of the class; such a buffer goes back there
+  // when it is freed.
+  return cache::ChunkBuffer::pageAligned(len);
 }
 
 void ReceiveBufferPool::release(cache::ChunkBuffer buffer) {

@@ -190,9 +190,13 @@ class UcxCluster final : public Cluster {
   std::atomic<uint16_t> port_{0};
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> macCounter_{1};  // MAC nonces of everything this node signs
-  // Length of the last reply received: fetchFrom takes a receive buffer of
-  // that size from receivePool_ before queueing, so the progress thread
+  // Length of the largest reply received (the chunk size, or the largest file
+  // below it): fetchFrom takes a receive buffer of min(that, what is left of
+  // the file) from receivePool_ before queueing, so the progress thread
   // receives straight into it (no resize, no zero-fill, no page faults there).
+  // The last reply's length, as before, was short for every file larger than
+  // the one before it (files of random sizes): half the replies took a fresh
+  // buffer on the progress thread.
   std::atomic<uint32_t> replySizeHint_{0};
   const std::shared_ptr<ReceiveBufferPool> receivePool_;
 

@@ -299,8 +299,19 @@ ucs_status_t UcxCluster::onReply(ucp_ep_h ep, const wire::Reply& r, void* data, 
                             : Status::corruption("reply length mismatch"));
     return UCS_OK;
   }
-  p->data.resize(len);  // usually a no-op: fetchFrom sized it to the hint
-  replySizeHint_.store(static_cast<uint32_t>(len), std::memory_order_relaxed);
+  if (p->data.capacity() < len) {
+    // Larger than fetchFrom's guess: a buffer of the right size from the pool,
+    // the small one back to it. (Not resize(): that copies the old bytes into
+    // a fresh allocation, page faults and all, and frees the pooled buffer.)
+    receivePool_->release(std::exchange(p->data, receivePool_->acquire(len)));
+  } else {
+    p->data.resize(len);  // within the capacity: no copy, no fill
+  }
+  // The largest reply so far: the owners' chunk size once a full chunk came.
+  uint32_t seen = replySizeHint_.load(std::memory_order_relaxed);
+  while (len > seen && !replySizeHint_.compare_exchange_weak(seen, static_cast<uint32_t>(len),
+                                                             std::memory_order_relaxed)) {
+  }
   if (!rndv) {
     if (len > 0) std::memcpy(p->data.data(), data, len);
     complete(p, Status::ok());
@@ -359,9 +370,10 @@ Result<cache::ChunkRef> UcxCluster::fetchFrom(uint32_t node, const cache::FileId
   p->key = key;
   p->id = id;
   p->deadline = deadline;
-  // Sized here, not on the progress thread, to the previous reply's length
-  // (the owner's chunk size), no more than what is left of the file; a
-  // reused buffer needs neither zero-fill nor page faults.
+  // Sized here, not on the progress thread, to the largest reply so far (the
+  // owners' chunk size; replies are never longer), no more than what is left
+  // of the file: the chunk's exact length once a full chunk was seen. A reused
+  // buffer needs neither zero-fill nor page faults.
   if (const uint64_t hint = replySizeHint_.load(std::memory_order_relaxed); hint > 0) {
     const uint64_t offset = uint64_t(key.chunkIndex) * hint;
     if (offset < id.size) p->data = receivePool_->acquire(std::min(hint, id.size - offset));

@@ -159,6 +159,32 @@ TEST_F(ClusterTest, ManyInFlightFromManyThreads) {
   EXPECT_GT(ok.load(), 1000);
 }
 
+// Pass: one-chunk files of 150-400 KiB in random order (each reply longer or
+// shorter than the one before: the receive buffer is sized by the largest reply
+// so far, and a longer reply takes a pooled buffer of its size) all arrive
+// whole, with their own bytes.
+TEST_F(ClusterTest, RepliesOfMixedSizesArriveWhole) {
+  auto m = members(2);
+  auto a = start(m, 0), b = start(m, 1);
+  ASSERT_TRUE(waitLive(*a->cluster, 2));
+  ASSERT_TRUE(waitLive(*b->cluster, 2));
+  uint64_t x = 2026;
+  int fetched = 0;
+  for (uint64_t f = 1; fetched < 120 && f < 10000; ++f) {
+    const uint64_t fileId = f * 0x9e3779b97f4a7c15ull;
+    if (!a->cluster->ownedElsewhere(fileId)) continue;
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const uint64_t size = (150 << 10) + (x >> 33) % (250 << 10);
+    auto r = a->cluster->fetch("f", identity(fileId, size), cache::ChunkKey::make(1, fileId, 0));
+    ASSERT_TRUE(r.isOk()) << r.status().toString();
+    ASSERT_EQ((*r)->data.size(), size);
+    EXPECT_EQ((*r)->data, bytesFor(fileId, 0, size));
+    EXPECT_TRUE((*r)->verify());
+    ++fetched;
+  }
+  EXPECT_EQ(fetched, 120);
+}
+
 TEST_F(ClusterTest, WrongSecretIsRefused) {
   auto m = members(2);
   auto a = start(m, 0, "the-job-secret-0123");

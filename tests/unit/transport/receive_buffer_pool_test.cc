@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
+
+#include "cache/chunk_buffer_pool.h"
 
 namespace epochfs::transport {
 namespace {
@@ -83,6 +86,28 @@ TEST(ReceiveBufferPool, AdoptedChunkReturnsItsBuffer) {
   cache::ChunkRef orphan = pool->adopt(std::move(c2));
   pool.reset();    // the pool goes first
   orphan.reset();  // frees normally (ASan/LSan would flag a leak or a use after free)
+}
+
+// Pass: a buffer the pool does not hold comes from the daemon's chunk-buffer
+// pool (page-aligned; an evicted chunk's buffer, already faulted in, is handed
+// out again), and one freed outside the receive pool's bound goes back there.
+TEST(ReceiveBufferPool, FreshBuffersComeFromTheChunkBufferPool) {
+  cache::ChunkBufferPool& global = cache::ChunkBufferPool::global();
+  global.setLimits(8 * kMiB, kMiB);
+  {
+    cache::ChunkBuffer evicted = cache::ChunkBuffer::pageAligned(300 * 1024);
+    const char* mem = evicted.data();
+    evicted = cache::ChunkBuffer();  // freed: kept idle by the chunk-buffer pool
+    auto pool = ReceiveBufferPool::create(0);
+    cache::ChunkBuffer b = pool->acquire(300 * 1024);
+    EXPECT_EQ(b.data(), mem);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % cache::ChunkBufferPool::kPageBytes, 0u);
+    EXPECT_EQ(b.size(), 300u * 1024);
+    pool->release(std::move(b));  // beyond the bound (0): back to the chunk-buffer pool
+    EXPECT_EQ(pool->idleBuffers(), 0u);
+    EXPECT_EQ(cache::ChunkBuffer::pageAligned(300 * 1024).data(), mem);
+  }
+  global.setLimits(0, kMiB);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ checkout (``PYTHONPATH=tools/python``). Importing the package imports none of it
 ``fault``       ``cluster-lab fault``: cut, restore, kill, freeze, thaw
 ``workload``    datasets, the nodes' readers and the counters an epoch is judged by
 ``reader``      a data loader's reads, run inside a node (``python3 -m epochfs.lab.reader``)
+``ranks``       the ranks of ``run`` and ``paper``: reader processes kept across epochs
 ``capacity``    ``cluster-lab capacity``
 ``bench``       ``cluster-lab bench``: peer fetch against a link, beside ``ucx_perftest``
 ``paper``       ``cluster-lab run`` and ``cluster-lab paper``: the seed paper's experiment

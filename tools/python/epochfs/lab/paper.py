@@ -2,19 +2,21 @@
 "The paper's experiment") with real daemons on the lab, beside the model's terms.
 
 `run`: an epoch workload on a lab that is up: K ranks per node (reader processes inside the
-node, epochfs.lab.reader), each reading its share of every epoch in the order of
+node, epochfs.lab.reader --serve, started once and kept across the epochs: epochfs.lab.ranks),
+each reading its share of every epoch in the order of
 - `distributed`: torch's DistributedSampler, unchanged (a permutation seeded seed+epoch,
   padded to a multiple of the world size, every world-th index from the rank; set_epoch each
   epoch), reproduced in the standard library (torch is not installed here);
 - `order`: the same, with each rank's order registered in its node's daemon before the epoch
-  (`epochctl order --epoch E --rank R`: peer prefetch with the order known);
+  (epochfs.admin.register_order, as ShuffleAwareSampler: peer prefetch with the order known);
 - `locality`: the paper's locality-aware assignment (epochfs.locality.assign_global_batch,
   what LocalityAwareSampler does per global batch), owners from the daemon's placement map;
 - `direct` (`--source`): DistributedSampler straight from the lab's source, no epochfs.
 Per epoch: loading time, source bytes (inotify opens x sizes), link bytes (the nodes' veths),
-CPU busy share of the host (/proc/stat), OOM kills in the nodes' memory cgroups (the kernel
-log: the daemon's workers and other tasks), the nodes' peak memory, and per node the memory
-watcher's shrinks of the RAM tier, the daemon's and the readers' peak RSS (node_memory_figures).
+CPU busy share of the host (/proc/stat) and CPU seconds (the host's, the daemons', the
+ranks'), OOM kills in the nodes' memory cgroups (the kernel log: the daemon's workers and other
+tasks), the nodes' peak memory, and per node the memory watcher's shrinks of the RAM tier, the
+daemon's and the readers' peak RSS (node_memory_figures).
 Standard library only.
 
 `paper`: for each p, a fresh lab per case (direct, local, cluster, cluster-order, locality),
@@ -30,16 +32,16 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import tempfile
 import time
 
 from . import node as lab_node, workload as lab_workload
 from .memory import MemoryWatch, daemon_figures, node_memory_figures
 from .paper_model import INGEST_CASES, apply_model, model_seconds
+from .ranks import Ranks
 from .lab import Lab
 from .down import down
-from .util import PYTHON_DIR, ArgParser, LabError, log, parse_rate, parse_size
+from .util import ArgParser, LabError, log, parse_rate, parse_size
 
 CASES = ("direct", "local", "cluster", "cluster-order", "locality")
 TCP_PAYLOAD = 1448 / 1514  # what TCP carries of a tbf rate at MTU 1500 (docs/LAB.md)
@@ -100,12 +102,14 @@ class CpuBusy:
         return 1 - idle / total if total else 0.0
 
 
-def _epochctl(lab, node, args):
-    r = subprocess.run([lab.doc["config"]["epochctl"]] + args[:1] + [node["mountpoint"]] + args[1:],
-                       capture_output=True, text=True, timeout=120)
-    if r.returncode != 0:
-        raise LabError("epochctl %s on %s: %s" % (args[0], node["name"], (r.stderr or r.stdout).strip()))
-    return r.stdout
+def process_cpu_seconds(pid):
+    """User + system CPU seconds of a process (all its threads) so far; None if gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, TypeError, IndexError, ValueError):
+        return None
 
 
 def owners_of(lab, files):
@@ -118,65 +122,67 @@ def run_epochs(lab, dataset, sampler="distributed", ranks_per_node=2, epochs=3, 
                threads=4, local_batch=32, direct=False, say=log):
     """The epochs of one case on a lab that is up; returns one dict of figures per epoch."""
     files = sorted(dataset)
-    n, p = len(files), len(lab.nodes)
-    world = p * ranks_per_node
+    world = len(lab.nodes) * ranks_per_node
     counters = lab_workload.Counters(lab, lab_workload.source_counter(lab.source["path"]), dataset)
-    env = {"PYTHONPATH": PYTHON_DIR}
     out = []
-    for e in range(epochs):
-        b = None
-        if sampler == "locality":
-            per_rank, b = locality_indices(n, world, ranks_per_node, local_batch,
-                                           owners_of(lab, files), seed, e)
-        else:
-            per_rank = [distributed_indices(n, r, world, seed, e) for r in range(world)]
-        lab_workload.drop_caches()
-        counters.opens.take()
-        cpu = CpuBusy()
-        cpu.start()
-        memory = MemoryWatch(lab)
-        memory.start()
-        daemons = daemon_figures(lab)
-        before = counters.snapshot()
-        if sampler == "order":
-            for r in range(world):
-                node = lab.nodes[r // ranks_per_node]
-                with tempfile.NamedTemporaryFile("w", dir=lab.state.dir, suffix=".order") as f:
-                    f.write("\n".join(files[i] for i in per_rank[r]) + "\n")
-                    f.flush()
-                    _epochctl(lab, node, ["order", "--epoch", str(e), "--rank", str(r), f.name])
-        handles = []
-        for r in range(world):
-            node = lab.nodes[r // ranks_per_node]
-            root = lab.source["path"] if direct else node["mountpoint"]
-            fd, listing = tempfile.mkstemp(prefix="lab-order-", dir=lab.state.dir)
-            with os.fdopen(fd, "w") as f:
-                f.write("\n".join(files[i] for i in per_rank[r]) + "\n")
-            argv = lab_workload.READER + ["--root", root, "--list", listing, "--threads", str(threads)]
-            o = tempfile.TemporaryFile(mode="w+", dir=lab.state.dir)
-            handles.append(("%s.rank%d" % (node["name"], r),
-                            lab_node.popen(node, argv, env=env, stdout=o, stderr=subprocess.STDOUT),
-                            listing, o))
-        done = {}
-        reads = lab_workload.collect(handles, done=done)
-        fig = counters.since(before)
-        busy = cpu.stop()
-        fig.update(memory.stop())
-        fig["nodes_memory"] = node_memory_figures(lab, daemons, daemon_figures(lab), done)
-        shrinks = [m["shrinks"] for m in fig["nodes_memory"]]
-        fig.update(epoch=e + 1, cpu_busy=busy, cpu_saturated=busy >= SATURATED,
-                   bytes_read=sum(r.get("bytes", 0) for rs in reads.values() for r in rs),
-                   reads=sum(len(rs) for rs in reads.values()),
-                   bad_reads=len(lab_workload.check_reads(reads, dataset)) if _has_sha(dataset) else None,
-                   balance_fraction=b)
-        out.append(fig)
-        say("  epoch %d: %.1f s, source %.3f D, link %.1f MiB, cpu %.0f%%%s; OOM kills: %d daemon,"
-            " %d other; peak node memory %.1f MiB; RAM tier shrinks per node %s" % (
-                e + 1, fig["seconds"], fig["source_bytes"] / sum(s for s, _ in dataset.values()),
-                fig["link_bytes"] / 2**20, 100 * busy, " (saturated)" if fig["cpu_saturated"] else "",
-                fig["oom_kills_daemon"], fig["oom_kills_other"], fig["memory_peak_bytes"] / 2**20,
-                shrinks))
+    with Ranks(lab, world, ranks_per_node, lambda node: lab.source["path"] if direct else node["mountpoint"],
+               threads) as ranks:
+        for e in range(epochs):
+            out.append(_epoch(lab, ranks, counters, dataset, files, sampler, ranks_per_node, world,
+                              local_batch, seed, e, say))
     return out
+
+
+def _epoch(lab, ranks, counters, dataset, files, sampler, ranks_per_node, world, local_batch, seed,
+           e, say):
+    """One epoch of run_epochs: its figures."""
+    n = len(files)
+    b = None
+    if sampler == "locality":
+        per_rank, b = locality_indices(n, world, ranks_per_node, local_batch,
+                                       owners_of(lab, files), seed, e)
+    else:
+        per_rank = [distributed_indices(n, r, world, seed, e) for r in range(world)]
+    lab_workload.drop_caches()
+    counters.opens.take()
+    cpu = CpuBusy()
+    cpu.start()
+    memory = MemoryWatch(lab)
+    memory.start()
+    daemons = daemon_figures(lab)
+    daemon_cpu = [process_cpu_seconds(d and d["pid"]) for d in daemons]
+    before = counters.snapshot()
+    if sampler == "order":  # as ShuffleAwareSampler does: the admin socket, no epochctl process
+        from .. import admin
+        for r in range(world):
+            admin.register_order(lab.nodes[r // ranks_per_node]["mountpoint"],
+                                 [files[i] for i in per_rank[r]], epoch=e, rank=r)
+    reads, done = ranks.epoch([[files[i] for i in per_rank[r]] for r in range(world)])
+    fig = counters.since(before)
+    busy = cpu.stop()
+    daemon_cpu = [(after - c0) if after is not None and c0 is not None else None
+                  for after, c0 in zip([process_cpu_seconds(d and d["pid"]) for d in daemons],
+                                       daemon_cpu)]
+    fig.update(memory.stop())
+    fig["nodes_memory"] = node_memory_figures(lab, daemons, daemon_figures(lab), done)
+    shrinks = [m["shrinks"] for m in fig["nodes_memory"]]
+    fig.update(epoch=e + 1, cpu_busy=busy, cpu_saturated=busy >= SATURATED,
+               bytes_read=sum(r.get("bytes", 0) for rs in reads.values() for r in rs),
+               reads=sum(len(rs) for rs in reads.values()),
+               bad_reads=len(lab_workload.check_reads(reads, dataset)) if _has_sha(dataset) else None,
+               balance_fraction=b, cpu_seconds={
+                   "busy": busy * fig["seconds"] * (os.cpu_count() or 1),
+                   "daemons": sum(c for c in daemon_cpu if c is not None),
+                   "ranks": sum(d.get("cpu_s") or 0 for d in done.values())})
+    say("  epoch %d: %.1f s, source %.3f D, link %.1f MiB, cpu %.0f%%%s (CPU s: daemons %.1f, ranks"
+        " %.1f); OOM kills: %d daemon, %d other; peak node memory %.1f MiB; RAM tier shrinks per"
+        " node %s" % (
+            e + 1, fig["seconds"], fig["source_bytes"] / sum(s for s, _ in dataset.values()),
+            fig["link_bytes"] / 2**20, 100 * busy, " (saturated)" if fig["cpu_saturated"] else "",
+            fig["cpu_seconds"]["daemons"], fig["cpu_seconds"]["ranks"],
+            fig["oom_kills_daemon"], fig["oom_kills_other"], fig["memory_peak_bytes"] / 2**20,
+            shrinks))
+    return fig
 
 
 def _has_sha(dataset):
@@ -290,7 +296,8 @@ def paper(node_counts=(1, 2, 4, 8), files=2000, epochs=3, link=25_000_000, sourc
                     "link_bytes": f["link_bytes"], "bytes_read": f["bytes_read"],
                     "files_read_twice": f["files_read_twice"], "bad_reads": f["bad_reads"],
                     "balance_fraction": f["balance_fraction"], "cpu_busy": f["cpu_busy"],
-                    "cpu_saturated": f["cpu_saturated"], "cache_per_node": cache,
+                    "cpu_saturated": f["cpu_saturated"], "cpu_seconds": f["cpu_seconds"],
+                    "cache_per_node": cache,
                     "oom_kills_daemon": f["oom_kills_daemon"],
                     "oom_kills_other": f["oom_kills_other"],
                     "memory_peak_bytes": f["memory_peak_bytes"],

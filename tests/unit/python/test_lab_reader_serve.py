@@ -1,0 +1,73 @@
+"""Unit tests for epochfs.lab.reader --serve (the lab's ranks that live across epochs,
+epochfs.lab.ranks): ready, one round per "LIST<TAB>OUT" line with every read's record and a done
+line in OUT, OUT's name on stdout once it is complete, exit at the end of the input. No lab:
+the reader reads a temporary directory.
+
+Run: PYTHONPATH=tools/python /usr/bin/python3 -m unittest -v tests/unit/python/test_lab_reader_serve.py
+Standard library only.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+PYTHON_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tools", "python")
+
+
+class ReaderServe(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.root = os.path.join(self.tmp.name, "root")
+        os.makedirs(os.path.join(self.root, "c"))
+        self.files = {}
+        for i in range(5):
+            rel = os.path.join("c", "f%d" % i)
+            data = os.urandom(40_000 + 1000 * i)
+            with open(os.path.join(self.root, rel), "wb") as f:
+                f.write(data)
+            self.files[rel] = hashlib.sha1(data).hexdigest()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def round(self, proc, paths, name):
+        listing, out = os.path.join(self.tmp.name, name), os.path.join(self.tmp.name, name + ".out")
+        with open(listing, "w") as f:
+            f.write("\n".join(paths) + "\n")
+        proc.stdin.write("%s\t%s\n" % (listing, out))
+        proc.stdin.flush()
+        self.assertEqual(proc.stdout.readline().rstrip("\n"), out)
+        with open(out) as f:
+            return [json.loads(line) for line in f]
+
+    # Pass: two rounds in one process, each with exactly its list's reads (right bytes) and a
+    # done line of its own; the process exits 0 when its input ends.
+    def test_rounds_in_one_process(self):
+        proc = subprocess.Popen([sys.executable, "-m", "epochfs.lab.reader", "--root", self.root, "--serve",
+                                 "--threads", "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True, env=dict(os.environ, PYTHONPATH=PYTHON_DIR))
+        try:
+            self.assertEqual(proc.stdout.readline(), "ready\n")
+            for name, paths in (("e1", sorted(self.files)), ("e2", sorted(self.files)[:2])):
+                records = self.round(proc, paths, name)
+                self.assertTrue(records[-1]["done"])
+                self.assertGreaterEqual(records[-1]["cpu_s"], 0)
+                reads = records[:-1]
+                self.assertEqual(sorted(r["path"] for r in reads), sorted(paths))
+                for r in reads:
+                    self.assertEqual(r["sha1"], self.files[r["path"]])
+            proc.stdin.close()
+            self.assertEqual(proc.wait(timeout=30), 0)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 
 namespace epochfs::prefetch {
 
@@ -19,13 +18,19 @@ FetchWorkers::FetchWorkers(unsigned threads, cache::ChunkCache& cache, FetchBudg
 
 FetchWorkers::~FetchWorkers() {
   stopping_.store(true);
+  // One wake-up per worker: each one that dequeues anything from now on stops.
+  for (size_t i = 0; i < threads_.size(); ++i) tasks_.enqueue(FetchTask{});
   for (auto& t : threads_) t.join();
 }
 
 void FetchWorkers::loop() {
   FetchTask t;
-  while (!stopping_.load()) {
-    if (!tasks_.wait_dequeue_timed(t, std::chrono::milliseconds(100))) continue;
+  while (true) {
+    // Blocks without a timeout: an idle worker costs nothing. (A 100 ms timed
+    // wait woke each of the 32 default workers 10 times a second: 8 idle lab
+    // daemons spent 4 % of the machine on it.)
+    tasks_.wait_dequeue(t);
+    if (stopping_.load()) return;
     if (t.file) {
       runReadAhead(t);
       budget_.release(cache_.chunkSize());

@@ -12,7 +12,8 @@ RamTier::RamTier(uint64_t capacityBytes, uint64_t guestExtraBytes,
                  std::chrono::milliseconds staleAfter)
     : capacity_(capacityBytes),
       guestExtra_(guestExtraBytes),
-      limit_(capacityBytes + guestExtraBytes) {
+      limit_(capacityBytes + guestExtraBytes),
+      epochs_(capacityBytes) {
   shardCount_ = 1;
   while (shardCount_ < kMaxShards && capacity_ / (shardCount_ * 2) >= kMinShardBytes) {
     shardCount_ *= 2;
@@ -51,7 +52,10 @@ ChunkRef RamTier::find(const ChunkKey& key, const FileIdentity& id, bool* staged
     if (e == nullptr) return nullptr;
     if (e->chunk->identity == id) {
       if (staged != nullptr) *staged = e->cls == kStaged;
+      const uint64_t clock = s.tick();
+      s.sync(epochs_.generation());
       s.touch(e);
+      epochs_.onRead(e->stamp, key.chunkIndex == 0, e->chunk->size(), clock);
       return e->chunk;
     }
     stale = s.remove(key.hash);
@@ -64,8 +68,14 @@ bool RamTier::admit(const ChunkRef& chunk, Class cls) {
   Shard& s = shardFor(chunk->key.hash);
   std::vector<ChunkRef> dropped;  // released after the lock
   const auto advisor = advisor_.use();
+  const bool readFirst = epochs_.readFirst();
   std::lock_guard<std::mutex> lock(s.mu);
-  return s.admit(chunk, cls, advisor.get(), dropped);
+  const uint64_t clock = s.tick();
+  s.sync(epochs_.generation());
+  Shard::Entry* e = s.admit(chunk, cls, advisor.get(), readFirst, dropped);
+  if (e == nullptr) return false;
+  epochs_.onRead(e->stamp, chunk->key.chunkIndex == 0, chunk->size(), clock);
+  return true;
 }
 
 bool RamTier::insert(const ChunkRef& chunk) {
@@ -183,6 +193,7 @@ RamTier::StagedUsage RamTier::staged() const {
 uint64_t RamTier::reclassify() {
   uint64_t changed = 0;
   const auto view = ownership_.use();
+  const bool readFirst = epochs_.readFirst();
   for (size_t i = 0; i < shardCount_; ++i) {
     Shard& s = shards_[i];
     std::vector<ChunkRef> dropped;  // released after the lock
@@ -195,7 +206,7 @@ uint64_t RamTier::reclassify() {
       s.changeClass(e, guest ? kGuest : kOwned);
       ++changed;
     });
-    s.enforceBudgets(dropped);
+    s.enforceBudgets(readFirst, dropped);
   }
   return changed;
 }
@@ -204,13 +215,15 @@ void RamTier::setCapacity(uint64_t bytes) {
   bytes = std::min(bytes, capacity_ + guestExtra_);
   limit_.store(bytes, std::memory_order_relaxed);
   const uint64_t owned = std::min(bytes, capacity_), extra = bytes - owned;
+  epochs_.setCapacity(owned);
+  const bool readFirst = epochs_.readFirst();
   for (size_t i = 0; i < shardCount_; ++i) {
     Shard& s = shards_[i];
     std::vector<ChunkRef> dropped;  // released after the lock
     std::lock_guard<std::mutex> lock(s.mu);
     s.capacity = owned / shardCount_ + (i < owned % shardCount_ ? 1 : 0);
     s.guestExtra = extra / shardCount_ + (i < extra % shardCount_ ? 1 : 0);
-    s.enforceBudgets(dropped);
+    s.enforceBudgets(readFirst, dropped);
   }
 }
 

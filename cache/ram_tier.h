@@ -5,10 +5,16 @@
 // - owned: this node is among the file's live owners (every chunk outside a
 //   cluster). At most `capacityBytes`. An owned chunk is evicted only to make
 //   room for another owned chunk, i.e. only when the node's share exceeds the
-//   tier; then by least recent use or, with a live EvictionAdvisor (an access
-//   plan is registered), by farthest next use: among the kVictimScan coldest
-//   owned entries the one needed last goes, and a chunk needed later than that
-//   victim is not admitted at all (Belady's rule with admission control).
+//   tier. With a live EvictionAdvisor (an access plan is registered), by
+//   farthest next use: among the kVictimScan coldest owned entries the one
+//   needed last goes, and a chunk needed later than that victim is not
+//   admitted at all (Belady's rule with admission control). Without one, by
+//   least recent use, unless the reads come in epochs (EpochDetector, cache/
+//   epoch_detector.h: every file read once per epoch in a fresh order, told
+//   from re-reads of hot files): then the chunk read longest ago *in the
+//   current epoch* goes first, since it will not be read again before the
+//   next epoch while every colder one may be; only when the epoch has read
+//   none left does the coldest go (hit ratio ≈ C/D where LRU hits below).
 // - guests: copies of chunks other nodes own. They live only in the room the
 //   owned chunks leave free plus `guestExtraBytes` (the prefetch memory), go
 //   first whenever an owned chunk needs room, are kept in their own LRU list (a
@@ -33,7 +39,9 @@
 //
 // Thread-safety: every method may be called from any thread concurrently. A
 // lookup hit takes one shard lock, moves the entry to the front of its list in
-// place and copies a shared_ptr: it does not allocate. Chunks are immutable and
+// place, stamps it for the EpochDetector (atomic loads; two shared counters
+// added to on a chunk's first read in an epoch) and copies a shared_ptr: it
+// does not allocate. Chunks are immutable and
 // were checksummed when built; a hit does not re-hash them.
 #pragma once
 
@@ -44,6 +52,7 @@
 #include <memory>
 
 #include "cache/chunk_store.h"
+#include "cache/epoch_detector.h"
 #include "cache/eviction_advisor.h"
 #include "cache/lease.h"
 #include "cache/ownership_view.h"
@@ -131,6 +140,9 @@ class RamTier : public ChunkStore {
   // longer fits (guests first). Returns the chunks that changed class.
   uint64_t reclassify();
 
+  // The epoch detection of the eviction without an advisor (above).
+  EpochDetector::State epochs() const { return epochs_.state(); }
+
   size_t shardCount() const { return shardCount_; }
   // The shard a key hash lands in among `shardCount` (a power of two up to
   // kMaxShards). With fewer shards the index is the low bits of the index
@@ -148,7 +160,8 @@ class RamTier : public ChunkStore {
   // Caps the whole tier (both classes, as usage().capacityBytes) at `bytes`,
   // at most what it was built with, and evicts down to it at once: the guests'
   // extra shrinks first, then the owned budget (the guests in the room it
-  // left go before any owned chunk; owned chunks then go coldest first).
+  // left go before any owned chunk; owned chunks then go as for an insert
+  // without an advisor: coldest first, in epoch mode what the epoch read).
   // A larger value grows it back, up to the built budgets. For a daemon under
   // memory pressure (fusefs/daemon/memory_pressure_watcher.h).
   void setCapacity(uint64_t bytes);
@@ -173,6 +186,7 @@ class RamTier : public ChunkStore {
   const uint64_t capacity_;  // as built; setCapacity() lowers the shards' budgets
   const uint64_t guestExtra_;
   std::atomic<uint64_t> limit_;  // setCapacity()'s cap on both classes
+  EpochDetector epochs_;
   size_t shardCount_;
   std::unique_ptr<Shard[]> shards_;
 };

@@ -17,12 +17,16 @@ void RamTier::Shard::link(Entry* e, Class cls, bool hot) {
   e->next = after->next;
   after->next->prev = e;
   after->next = e;
+  // The first owned entry linked hot in this generation starts the prefix.
+  if (cls == kOwned && hot && oldestRead_ == nullptr) oldestRead_ = e;
+  if (hot) e->touched = clock_;
   l.bytes += e->chunk->size();
   ++l.chunks;
 }
 
 void RamTier::Shard::unlink(Entry* e) {
   List& l = lists_[e->cls];
+  if (e == oldestRead_) oldestRead_ = e->prev == &l.head ? nullptr : e->prev;
   e->prev->next = e->next;
   e->next->prev = e->prev;
   l.bytes -= e->chunk->size();
@@ -91,7 +95,8 @@ bool RamTier::Shard::evictStaleStaged(uint64_t need, Clock::time_point now,
 }
 
 bool RamTier::Shard::evictOwned(uint64_t need, const ChunkKey& incoming,
-                                const EvictionAdvisor* advisor, std::vector<ChunkRef>& dropped) {
+                                const EvictionAdvisor* advisor, bool readFirst,
+                                std::vector<ChunkRef>& dropped) {
   List& owned = lists_[kOwned];
   const bool byNextUse = advisor != nullptr && advisor->active();
   const uint64_t incomingUse = byNextUse ? advisor->nextUse(incoming) : 0;
@@ -109,23 +114,40 @@ bool RamTier::Shard::evictOwned(uint64_t need, const ChunkKey& incoming,
       // Everything we could evict is needed sooner than the newcomer: do not
       // admit it.
       if (incomingUse > farthest) return false;
+    } else {
+      victim = ownedVictim(readFirst);
     }
-    ++evictions_[kOwned];
-    dropped.push_back(drop(victim));
+    evictOwnedEntry(victim, dropped);
   }
   return owned.bytes + need <= capacity;
 }
 
-bool RamTier::Shard::admit(const ChunkRef& chunk, Class cls, const EvictionAdvisor* advisor,
-                           std::vector<ChunkRef>& dropped) {
+RamTier::Shard::Entry* RamTier::Shard::ownedVictim(bool readFirst) {
+  // Epoch mode (EpochDetector): read already this epoch, so not needed again
+  // before the next one, unlike every chunk colder than it.
+  if (readFirst && oldestRead_ != nullptr && clock_ - oldestRead_->touched >= kInFlightReads) {
+    return oldestRead_;
+  }
+  return lists_[kOwned].coldest();
+}
+
+void RamTier::Shard::evictOwnedEntry(Entry* victim, std::vector<ChunkRef>& dropped) {
+  ghosts_[victim->chunk->key.hash % kGhosts] = Ghost{victim->chunk->key.hash, victim->stamp};
+  ++evictions_[kOwned];
+  dropped.push_back(drop(victim));
+}
+
+RamTier::Shard::Entry* RamTier::Shard::admit(const ChunkRef& chunk, Class cls,
+                                             const EvictionAdvisor* advisor, bool readFirst,
+                                             std::vector<ChunkRef>& dropped) {
   const uint64_t n = chunk->size();
   const uint64_t hash = chunk->key.hash;
   // An old copy of the key goes first, whatever happens to the new one.
   if (Entry* old = find(hash)) dropped.push_back(drop(old));
   const Clock::time_point now = Clock::now();
   if (cls == kOwned) {
-    if (n > capacity) return false;
-    if (!evictOwned(n, chunk->key, advisor, dropped)) return false;
+    if (n > capacity) return nullptr;
+    if (!evictOwned(n, chunk->key, advisor, readFirst, dropped)) return nullptr;
     // Guests keep only the room the owned chunks leave: any of them goes,
     // staged or not, before an owned chunk is refused.
     const uint64_t owned = lists_[kOwned].bytes + n;
@@ -138,23 +160,22 @@ bool RamTier::Shard::admit(const ChunkRef& chunk, Class cls, const EvictionAdvis
     if (fits && cls == kStaged) fits = evictStaleStaged(n, now, dropped);
     if (!fits) {
       if (cls == kStaged) ++refused_;
-      return false;
+      return nullptr;
     }
   }
   Entry* e = &map_.try_emplace(hash).first->second;
   e->chunk = chunk;
   e->stagedAt = now;
+  const Ghost& ghost = ghosts_[hash % kGhosts];
+  if (ghost.hash == hash && ghost.stamp.gen == gen_) e->stamp = ghost.stamp;
   link(e, cls);
   if (cls == kStaged) ++admittedStaged_;
-  return true;
+  return e;
 }
 
-void RamTier::Shard::enforceBudgets(std::vector<ChunkRef>& dropped) {
+void RamTier::Shard::enforceBudgets(bool readFirst, std::vector<ChunkRef>& dropped) {
   List& owned = lists_[kOwned];
-  while (owned.bytes > capacity && !owned.empty()) {
-    ++evictions_[kOwned];
-    dropped.push_back(drop(owned.coldest()));
-  }
+  while (owned.bytes > capacity && !owned.empty()) evictOwnedEntry(ownedVictim(readFirst), dropped);
   evictGuests(0, guestBudget(), /*anyStaged=*/true, Clock::now(), dropped);
 }
 

@@ -4,12 +4,14 @@
 // `mu` (Lock order: a thread holds at most one shard's mu at a time).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "cache/epoch_detector.h"
 #include "cache/eviction_advisor.h"
 #include "cache/ram_tier.h"
 
@@ -27,6 +29,8 @@ class alignas(64) RamTier::Shard {
     Entry* next = nullptr;
     Class cls = kOwned;
     Clock::time_point stagedAt;
+    EpochDetector::Stamp stamp;  // its reads, for the EpochDetector
+    uint64_t touched = 0;        // the read clock when last linked hot or hit
   };
   // A list's sentinel: head.next is the hottest (newest), head.prev the coldest.
   struct List {
@@ -42,6 +46,10 @@ class alignas(64) RamTier::Shard {
   uint64_t capacity = 0;    // owned budget
   uint64_t guestExtra = 0;  // guests' budget beyond the owned chunks' free room
   std::chrono::milliseconds staleAfter{10000};
+  // In epoch mode a chunk read within this many reads of its shard is not
+  // taken as the victim: its reader may still want its next pieces (8
+  // readers' 128 KiB pieces of 512 KiB files, all in one shard: 32 reads).
+  static constexpr uint64_t kInFlightReads = 32;
 
   Shard() = default;
   Shard(const Shard&) = delete;
@@ -49,20 +57,32 @@ class alignas(64) RamTier::Shard {
 
   // The entry for `hash`, or null.
   Entry* find(uint64_t hash);
+  // Follows the tier's generation (EpochDetector): when it moved on, no owned
+  // entry counts as read in it any more. Call before touch() and admit().
+  void sync(uint32_t generation) {
+    if (generation == gen_) return;
+    gen_ = generation;
+    oldestRead_ = nullptr;
+  }
+  // Counts a read (hit or admission) on the shard's read clock.
+  uint64_t tick() { return ++clock_; }
   // Moves a hit to the front of its own list.
   void touch(Entry* e);
   // Admits `chunk` in class `cls`; the chunks it displaced go to `dropped`
-  // (to be released after the lock). False: refused (see RamTier::insert).
-  bool admit(const ChunkRef& chunk, Class cls, const EvictionAdvisor* advisor,
-             std::vector<ChunkRef>& dropped);
+  // (to be released after the lock). Null: refused (see RamTier::insert).
+  // Without an active advisor, `readFirst` (epoch mode) evicts the owned
+  // chunks read in the current generation first, oldest read first.
+  Entry* admit(const ChunkRef& chunk, Class cls, const EvictionAdvisor* advisor, bool readFirst,
+               std::vector<ChunkRef>& dropped);
   // Removes the entry for `hash` if present.
   ChunkRef remove(uint64_t hash);
   // To the cold end of its class; a staged guest becomes a plain guest.
   void demote(Entry* e);
   // Moves `e` to class `cls` (at the front of its list).
   void changeClass(Entry* e, Class cls);
-  // Evicts until the budgets hold again (after class changes).
-  void enforceBudgets(std::vector<ChunkRef>& dropped);
+  // Evicts until the budgets hold again (after class changes or a lower
+  // capacity); owned chunks as admit() does without an advisor.
+  void enforceBudgets(bool readFirst, std::vector<ChunkRef>& dropped);
   // Bytes a staged guest could take now.
   uint64_t stagingRoom(Clock::time_point now) const;
   // Drops every entry but the staged guests (into `gone`).
@@ -101,13 +121,36 @@ class alignas(64) RamTier::Shard {
   // Evicts owned chunks until `need` more owned bytes fit; false when the
   // advisor says the newcomer is needed after every candidate victim.
   bool evictOwned(uint64_t need, const ChunkKey& incoming, const EvictionAdvisor* advisor,
-                  std::vector<ChunkRef>& dropped);
+                  bool readFirst, std::vector<ChunkRef>& dropped);
+  // The owned chunk to go without an advisor: in epoch mode the one read
+  // longest ago in this generation (unless its read may still be going on),
+  // else the coldest.
+  Entry* ownedVictim(bool readFirst);
+  // Drops an owned chunk for room, remembering its ghost.
+  void evictOwnedEntry(Entry* victim, std::vector<ChunkRef>& dropped);
+
+  // Ghosts: the stamps of the owned chunks evicted last, direct-mapped by key
+  // hash. A chunk admitted again takes its ghost's stamp when it is of the
+  // current generation: its miss is then a re-read (or a piece of the same
+  // read) for the EpochDetector, not a first read.
+  struct Ghost {
+    uint64_t hash = 0;
+    EpochDetector::Stamp stamp;
+  };
+  static constexpr size_t kGhosts = 1024;
 
   std::unordered_map<uint64_t, Entry> map_;  // key.hash -> entry
   List lists_[3];
   uint64_t evictions_[3] = {0, 0, 0};
   uint64_t refused_ = 0;
   uint64_t admittedStaged_ = 0;
+  // The owned entries linked at the hot end since generation gen_ began (read
+  // in it) are a prefix of the owned list; oldestRead_ is its cold end (null:
+  // none), the victim in epoch mode. Kept by link/unlink, reset by sync.
+  uint32_t gen_ = 0;
+  Entry* oldestRead_ = nullptr;
+  uint64_t clock_ = 0;
+  std::array<Ghost, kGhosts> ghosts_{};
 };
 
 }  // namespace epochfs::cache

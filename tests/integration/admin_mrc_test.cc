@@ -292,7 +292,12 @@ TEST_F(AdminMrcAgreementTest, PredictionsMatchMeasuredHitRatios) {
                   100 * plain.rcharHit, 100 * plain.statsHit);
     SCOPED_TRACE(figures);  // shown with a failing comparison below
     EXPECT_NEAR(withOrder.rcharHit, orderAware, tolerance) << tag;
-    EXPECT_NEAR(plain.rcharHit, lru, tolerance) << tag;
+    // Without an order the tier is LRU until it sees epochs (the second one
+    // here), then it evicts what the epoch has read first (EpochDetector):
+    // LRU's curve is its floor, the optimum its ceiling.
+    const double belady = p["belady"]["warm"];
+    EXPECT_GE(plain.rcharHit, lru - tolerance) << tag;
+    EXPECT_LE(plain.rcharHit, belady + tolerance) << tag;
     EXPECT_NEAR(withOrder.statsHit, withOrder.rcharHit, 0.005) << tag;
     EXPECT_NEAR(plain.statsHit, plain.rcharHit, 0.005) << tag;
     EXPECT_GT(orderAware, 0.05) << "a trivial curve proves nothing";

@@ -6,10 +6,12 @@
 // from the mount, the last chunk of a file short). Byte hit ratios are
 // computed for three policies at each cache size:
 //
-// - lru: the RAM tier without a registered order — LRU by bytes. Exact, for
-//   every size at once, from byte-weighted stack distances (Fenwick tree):
-//   an access hits iff the bytes of distinct chunks used since its previous
-//   use, itself included, fit. The tier's shards (RamTier: up to 16, each at
+// - lru: LRU by bytes — the RAM tier without a registered order until it sees
+//   epochs (then it evicts what the epoch has read first and does better:
+//   cache/epoch_detector.h, not modelled here). Exact, for every size at
+//   once, from byte-weighted stack distances (Fenwick tree): an access hits
+//   iff the bytes of distinct chunks used since its previous use, itself
+//   included, fit. The tier's shards (RamTier: up to 16, each at
 //   least 32 MiB) are modelled by partitioning chunks over as many shards,
 //   each with its share of the capacity: the mount's own partition when
 //   setChunkShard() gave it (the daemon's chunk_shards), else the model's hash.

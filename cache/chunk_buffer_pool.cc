@@ -15,17 +15,10 @@ constexpr size_t kLargerClasses = 2;
 
 size_t roundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+void freeAll(const std::vector<char*>& blocks) {
+  for (char* b : blocks) std::free(b);
+}
 }  // namespace
-
-void ChunkBufferPool::freeBlock(char* block) {
-  if (!slabs_.release(block)) std::free(block);
-}
-
-void ChunkBufferPool::freeAll(const std::vector<char*>& blocks) {
-  for (char* b : blocks) freeBlock(b);
-}
-
-char* ChunkBufferPool::carve(size_t capacity) { return slabs_.carve(capacity); }
 
 ChunkBufferPool::ChunkBufferPool(size_t idleLimitBytes, size_t maxBufferBytes)
     : idleLimit_(idleLimitBytes), maxBufferBytes_(maxBufferBytes) {}
@@ -99,7 +92,7 @@ void ChunkBufferPool::give(char* block, size_t capacity) {
       limit == 0 ? -1 : classOf(capacity, maxBufferBytes_.load(std::memory_order_relaxed));
   if (c < 0) {  // not keepable (pool off, or a size it does not hold): no lock
     bypassFreed_.fetch_add(1, std::memory_order_relaxed);
-    freeBlock(block);
+    std::free(block);
     return;
   }
   {
@@ -113,7 +106,7 @@ void ChunkBufferPool::give(char* block, size_t capacity) {
     }
     ++counts_.freed;
   }
-  freeBlock(block);
+  std::free(block);
 }
 
 size_t ChunkBufferPool::capacityOfClass(size_t cls) {

@@ -1,9 +1,7 @@
 // ChunkBufferPool: page-aligned chunk buffers that were freed, kept idle for
 // the next source read instead of going back to malloc. Owns the idle blocks
-// (raw, page-aligned, from aligned_alloc or its huge-page slabs) and frees
-// them (to malloc or back to their slab) when they leave the bound, on
-// drain() and on destruction. Fresh buffers, when no idle one fits, come from
-// its HugePageSlabs (huge_page_slabs.h) once the daemon enables them.
+// (raw, page-aligned, from aligned_alloc) and frees them when they leave the
+// bound, on drain() and on destruction.
 //
 // Why: on the VM this runs on, memory the process has never touched costs more
 // than the read itself. An O_DIRECT read of ~110 KB into a fresh buffer took
@@ -55,8 +53,6 @@
 #include <mutex>
 #include <vector>
 
-#include "cache/huge_page_slabs.h"
-
 namespace epochfs::cache {
 
 class ChunkBufferPool {
@@ -92,18 +88,10 @@ class ChunkBufferPool {
   size_t capacityFor(size_t size) const;
   // An idle block for `capacity` bytes (a capacityFor value): of that class
   // or one of the two above it, its size in *taken; nullptr when none is
-  // idle. The caller owns it and gives it back (give).
+  // idle. The caller owns it and gives it back (give) or frees it (std::free).
   char* take(size_t capacity, size_t* taken);
-  // Fresh memory for `capacity` bytes (a capacityFor value) from the huge-page
-  // slabs (huge_page_slabs.h), or nullptr when they are off or cannot (the
-  // caller uses aligned_alloc). The caller owns it and gives it back (give).
-  char* carve(size_t capacity);
-  // Fresh buffers come from huge-page slabs from now on (the daemon turns it
-  // on with the pool); off by default.
-  void enableHugePageSlabs(bool on) { slabs_.enable(on); }
-  HugePageSlabs::Stats slabStats() const { return slabs_.stats(); }
   // Takes ownership of a page-aligned block of `capacity` bytes from
-  // aligned_alloc or carve(): kept idle if it is a class size, the pool is on and the
+  // aligned_alloc: kept idle if it is a class size, the pool is on and the
   // bound allows, else freed.
   void give(char* block, size_t capacity);
 
@@ -131,9 +119,6 @@ class ChunkBufferPool {
   std::vector<char*> collectDownToLocked(size_t target);
   // Frees down to `target`; returns the bytes freed.
   size_t freeDownTo(size_t target);
-  // A block leaves the pool: back to its slab, or to malloc.
-  void freeBlock(char* block);
-  void freeAll(const std::vector<char*>& blocks);
 
   std::atomic<size_t> idleLimit_;
   std::atomic<size_t> maxBufferBytes_;
@@ -143,7 +128,6 @@ class ChunkBufferPool {
   size_t lowWater_ = 0;                   // least idleBytes_ since releaseUnused; guarded by mu_
   Stats counts_;                          // the counters; guarded by mu_
   std::atomic<uint64_t> bypassFreed_{0};  // gives freed without the lock (not keepable)
-  HugePageSlabs slabs_;                   // fresh memory (off unless enabled); own lock
 };
 
 }  // namespace epochfs::cache

@@ -303,14 +303,9 @@ Status Daemon::start() {
   s = startCluster();
   if (!s.isOk()) return s;
   // Freed chunks' buffers, already faulted in, for the next source reads
-  // (before the watcher, which zeroes this limit under pressure); fresh ones
-  // carved from huge-page slabs (not under AddressSanitizer, which checks
-  // the bounds of malloc'd buffers only).
+  // (before the watcher, which zeroes this limit under pressure).
   cache::ChunkBufferPool::global().setLimits(
       cache::ChunkBufferPool::idleLimitFor(options_.ramCacheBytes), options_.chunkSize);
-#if !defined(__SANITIZE_ADDRESS__)
-  cache::ChunkBufferPool::global().enableHugePageSlabs(true);
-#endif
   startMemoryWatch();
   trimmer_ = std::make_unique<AllocatorTrimmer>(AllocatorTrimmer::slackFor(options_.ramCacheBytes));
   trimmer_->start();

@@ -3,10 +3,11 @@
 // refuses a newcomer needed later than that (Belady's rule with bypass),
 // which is optimal when all chunks have the same size and the victim scan
 // covers the whole cache. Checked against an exhaustive search and a
-// dynamic program over cache states; without an advisor the tier is plain
-// LRU. Last, three shuffled epochs over a dataset twice the cache through
-// Prefetcher + RamTier + ChunkCache: with the plan, epochs 2 and 3 read about
-// half the files from the source; LRU reads far more.
+// dynamic program over cache states; without an advisor the tier is LRU on
+// these sequences. Last, three shuffled epochs over a dataset twice the cache
+// through Prefetcher + RamTier + ChunkCache: with the plan, epochs 2 and 3
+// read about half the files from the source; without it, once the tier sees
+// epochs (cache/epoch_detector.h), barely more.
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
@@ -338,7 +339,7 @@ TEST(BeladyTest, PrefetcherAdvisedDemandReadsAreOptimalWithoutBypass) {
 
 // Source reads per epoch for three shuffled epochs over `files` files with a
 // RAM tier of half the dataset; with a plan registered at each epoch start,
-// or none (the tier is LRU).
+// or none.
 std::vector<uint64_t> sourceReadsPerEpoch(bool withPlan, int files) {
   constexpr size_t kFileBytes = 4096;
   PrefetchOptions po;
@@ -367,15 +368,20 @@ std::vector<uint64_t> sourceReadsPerEpoch(bool withPlan, int files) {
 TEST(BeladyTest, ShuffledEpochsOverTwiceTheCache) {
   constexpr int kFiles = 1000;
   const auto planned = sourceReadsPerEpoch(/*withPlan=*/true, kFiles);
-  const auto lru = sourceReadsPerEpoch(/*withPlan=*/false, kFiles);
+  // Without a plan the tier is LRU only until it sees epochs; then it evicts
+  // what the epoch has read first (cache/epoch_detector.h) and also keeps
+  // about half the dataset for the next epoch.
+  const auto noPlan = sourceReadsPerEpoch(/*withPlan=*/false, kFiles);
   EXPECT_GE(planned[0], static_cast<uint64_t>(kFiles));
-  EXPECT_EQ(lru[0], static_cast<uint64_t>(kFiles));
-  for (int e = 1; e < 3; ++e) EXPECT_LT(planned[e], lru[e]) << "epoch " << e + 1 << " vs LRU";
+  EXPECT_EQ(noPlan[0], static_cast<uint64_t>(kFiles));
   // Belady keeps half the dataset for the next epoch: at most (1 - 0.95 * 0.5) of it is read.
   const auto bound = static_cast<uint64_t>((1 - 0.95 * 0.5) * kFiles);
+  // The epoch-aware rule without a plan, a little less (LRU read ~85 %).
+  const auto noPlanBound = static_cast<uint64_t>((1 - 0.9 * 0.5) * kFiles);
   for (int e = 1; e < 3; ++e) {
     EXPECT_LE(planned[e], bound) << "epoch " << e + 1;
-    EXPECT_GE(lru[e], planned[e] + kFiles / 10) << "epoch " << e + 1 << ": LRU not clearly worse";
+    EXPECT_LE(planned[e], noPlan[e] + kFiles / 50) << "epoch " << e + 1 << ": plan worse";
+    EXPECT_LE(noPlan[e], noPlanBound) << "epoch " << e + 1 << ": no plan, no epochs seen";
   }
 }
 

@@ -38,6 +38,12 @@ ChunkBuffer ChunkBuffer::pageAligned(size_t size) {
     b.capacity_ = taken;
     return b;
   }
+  if (char* carved = pool.carve(capacity)) {
+    b.mem_ = std::unique_ptr<char, Free>(carved, Free{capacity});
+    b.size_ = size;
+    b.capacity_ = capacity;
+    return b;
+  }
   b.allocate(size, capacity, kPageBytes);
   return b;
 }

@@ -6,7 +6,8 @@
 // copy). Move-only: a chunk's bytes are shared through ChunkRef, not copied.
 // Page-aligned buffers come from and go back to ChunkBufferPool::global()
 // (chunk_buffer_pool.h: freed chunks' memory, already faulted in, reused by
-// the next source read); with the pool on, their capacity is a size class.
+// the next source read) or its huge-page slabs when enabled; with the pool
+// on, their capacity is a size class.
 //
 // Thread-safety: none of its own (one owner at a time, like std::vector).
 #pragma once

@@ -86,7 +86,7 @@ char* ChunkBufferPool::take(size_t capacity, size_t* taken) {
 }
 
 void ChunkBufferPool::give(char* block, size_t capacity) {
-  if (block == nullptr) return;
+  if (block == nullptr || slabs_.release(block)) return;
   const size_t limit = idleLimit();
   const int c =
       limit == 0 ? -1 : classOf(capacity, maxBufferBytes_.load(std::memory_order_relaxed));
@@ -148,7 +148,7 @@ size_t ChunkBufferPool::freeDownTo(size_t target) {
   return freed;
 }
 
-size_t ChunkBufferPool::drain() { return freeDownTo(0); }
+size_t ChunkBufferPool::drain() { return freeDownTo(0) + slabs_.releaseEmpty(); }
 
 size_t ChunkBufferPool::releaseUnused() {
   std::vector<char*> out;
@@ -162,11 +162,12 @@ size_t ChunkBufferPool::releaseUnused() {
     lowWater_ = idleBytes_;
   }
   freeAll(out);
-  return freed;
+  return freed + slabs_.releaseEmpty();
 }
 
 void ChunkBufferPool::setIdleLimit(size_t bytes) {
   idleLimit_.store(bytes, std::memory_order_relaxed);
+  slabs_.setHoleLimit(bytes);
   freeDownTo(bytes);
 }
 

@@ -1,7 +1,10 @@
 // ChunkBufferPool: page-aligned chunk buffers that were freed, kept idle for
 // the next source read instead of going back to malloc. Owns the idle blocks
 // (raw, page-aligned, from aligned_alloc) and frees them when they leave the
-// bound, on drain() and on destruction.
+// bound, on drain() and on destruction. Owns the huge-page slabs too
+// (huge_page_slabs.h): once the daemon enables them, a buffer no idle block
+// serves is carved from a slab, and a carved buffer goes back to its slab
+// when freed (a hole the next carve reuses), never into the idle lists.
 //
 // Why: on the VM this runs on, memory the process has never touched costs more
 // than the read itself. An O_DIRECT read of ~110 KB into a fresh buffer took
@@ -34,7 +37,8 @@
 // between epochs the pool empties by itself. Under memory pressure the watcher
 // sets the limit to 0 (which drains) while the tier is capped and restores it
 // when the pressure is gone. So the daemon's resident set is bounded by the
-// tier + fixed costs + the trimmer's slack + idleLimitBytes.
+// tier + fixed costs + the trimmer's slack + idleLimitBytes, plus, with the
+// slabs on, their holes (bounded by idleLimitBytes too, huge_page_slabs.h).
 //
 // Old bytes: a pooled buffer comes back with the bytes of the chunk it held.
 // Its one producer (PosixSource::readChunk) reads the whole chunk into it and
@@ -52,6 +56,8 @@
 #include <cstdint>
 #include <mutex>
 #include <vector>
+
+#include "cache/huge_page_slabs.h"
 
 namespace epochfs::cache {
 
@@ -90,17 +96,28 @@ class ChunkBufferPool {
   // or one of the two above it, its size in *taken; nullptr when none is
   // idle. The caller owns it and gives it back (give) or frees it (std::free).
   char* take(size_t capacity, size_t* taken);
+  // Fresh or reused memory for `capacity` bytes (a capacityFor value) from the
+  // huge-page slabs, or nullptr when they are off or cannot (the caller uses
+  // aligned_alloc). The caller owns it and gives it back (give).
+  char* carve(size_t capacity) { return slabs_.carve(capacity); }
+  // Buffers come from huge-page slabs from now on (the daemon turns them on
+  // with the pool, not under AddressSanitizer); off by default.
+  void enableHugePageSlabs(bool on) { slabs_.enable(on); }
+  HugePageSlabs::Stats slabStats() const { return slabs_.stats(); }
   // Takes ownership of a page-aligned block of `capacity` bytes from
-  // aligned_alloc: kept idle if it is a class size, the pool is on and the
-  // bound allows, else freed.
+  // aligned_alloc or carve(): a carved one goes back to its slab; another is
+  // kept idle if it is a class size, the pool is on and the bound allows,
+  // else freed.
   void give(char* block, size_t capacity);
 
-  // Frees every idle block; returns the bytes freed.
+  // Frees every idle block and unmaps the empty slabs; returns the bytes freed.
   size_t drain();
   // Frees the idle bytes that were not reused since the previous call (the
-  // low-water mark of idle bytes over the period); returns the bytes freed.
+  // low-water mark of idle bytes over the period) and unmaps the empty slabs;
+  // returns the bytes freed.
   size_t releaseUnused();
-  // A new bound (0 turns the pool off); frees down to it at once.
+  // A new bound (0 turns the pool off), for the idle blocks and the slabs'
+  // holes alike; frees down to it at once.
   void setIdleLimit(size_t bytes);
   // Both bounds; buffers above maxBufferBytes bypass the pool from now on.
   void setLimits(size_t idleLimitBytes, size_t maxBufferBytes);
@@ -128,6 +145,7 @@ class ChunkBufferPool {
   size_t lowWater_ = 0;                   // least idleBytes_ since releaseUnused; guarded by mu_
   Stats counts_;                          // the counters; guarded by mu_
   std::atomic<uint64_t> bypassFreed_{0};  // gives freed without the lock (not keepable)
+  HugePageSlabs slabs_;                   // carved buffers (off unless enabled); own lock
 };
 
 }  // namespace epochfs::cache

@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "cache/chunk_buffer_pool.h"
 #include "cache/disk_tier.h"
 #include "fusefs/admin/admin_commands.h"
 #include "fusefs/admin/metric_declarations.h"
@@ -65,6 +66,35 @@ void declareRamClass(Declare& d, const std::string& name,
   d(
       p + "evictions", kCounter, "chunks", "RAM tier chunks evicted to make room, by class.",
       [usage] { return usage().evictions; }, "epochfs_ram_class_evictions_total", cls);
+}
+
+// Chunk buffers' memory (cache/chunk_buffer_pool.h, cache/huge_page_slabs.h):
+// freed buffers kept idle, and the huge-page slabs fresh ones are carved from.
+void declareChunkBuffers(Declare& d) {
+  const std::string p = "stats.memory.chunk_buffers.";
+  const auto pool = [] { return cache::ChunkBufferPool::global().stats(); };
+  const auto slabs = [] { return cache::ChunkBufferPool::global().slabStats(); };
+  d(
+      p + "idle_bytes", kGauge, "bytes", "Freed chunk buffers kept idle for the next source read.",
+      [pool] { return pool().idleBytes; }, "epochfs_chunk_buffer_idle_bytes");
+  d(
+      p + "reused", kCounter, "buffers", "Chunk buffers taken from the idle ones.",
+      [pool] { return pool().reused; }, "epochfs_chunk_buffer_reused_total");
+  d(
+      p + "slab_bytes", kGauge, "bytes",
+      "Bytes of the huge-page slabs mapped now (live buffers + holes).",
+      [slabs] { return slabs().slabBytes; }, "epochfs_slab_bytes");
+  d(
+      p + "slab_hole_bytes", kGauge, "bytes",
+      "Free ranges in the slabs, resident, kept for the next buffers.",
+      [slabs] { return slabs().holeBytes; }, "epochfs_slab_hole_bytes");
+  d(
+      p + "slab_carved", kCounter, "buffers", "Chunk buffers carved from the slabs.",
+      [slabs] { return slabs().carved; }, "epochfs_slab_carved_total");
+  d(
+      p + "slab_refused", kCounter, "buffers",
+      "Carves no hole fitted while the holes were at their bound (malloc served them).",
+      [slabs] { return slabs().refused; }, "epochfs_slab_refused_total");
 }
 
 // The memory-pressure watcher: how often it capped the RAM tier under the
@@ -394,6 +424,7 @@ Status declareMountMetrics(MetricRegistry& registry, const MountMetricSources& s
   d("stats.memory.inflight_fetches", kGauge, "fetches", "Chunk fetches in progress.",
     [&cache] { return cache.inflightFetches(); });
   declareMemoryPressure(d, m.memoryPressure);
+  declareChunkBuffers(d);
 
   // stats: the admin socket
   if (const AdminServerCounters* c = src.admin; c != nullptr) {

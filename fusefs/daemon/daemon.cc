@@ -303,9 +303,14 @@ Status Daemon::start() {
   s = startCluster();
   if (!s.isOk()) return s;
   // Freed chunks' buffers, already faulted in, for the next source reads
-  // (before the watcher, which zeroes this limit under pressure).
+  // (before the watcher, which zeroes this limit under pressure); the others
+  // carved from huge-page slabs and reused in them (not under
+  // AddressSanitizer, which checks the bounds of malloc'd buffers only).
   cache::ChunkBufferPool::global().setLimits(
       cache::ChunkBufferPool::idleLimitFor(options_.ramCacheBytes), options_.chunkSize);
+#if !defined(__SANITIZE_ADDRESS__)
+  cache::ChunkBufferPool::global().enableHugePageSlabs(options_.hugePages);
+#endif
   startMemoryWatch();
   trimmer_ = std::make_unique<AllocatorTrimmer>(AllocatorTrimmer::slackFor(options_.ramCacheBytes));
   trimmer_->start();

@@ -244,6 +244,11 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
                  "Under a cgroup memory limit, shrink the RAM tier when the cgroup nears it "
                  "(on|off, default on)")
       ->check(CLI::IsMember({"on", "off"}));
+  std::string hugePages = "on";
+  app.add_option("--huge-pages", hugePages,
+                 "Carve chunk buffers from 2 MiB slabs backed by transparent huge pages "
+                 "(on|off, default on)")
+      ->check(CLI::IsMember({"on", "off"}));
   std::string pushPageCache = "off";
   app.add_option(
          "--push-page-cache", pushPageCache,
@@ -305,6 +310,7 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
 
   o.peerMac = peerIntegrity == "mac";
   o.memoryWatch = memoryWatch == "on";
+  o.hugePages = hugePages == "on";
   o.pushPageCache = pushPageCache == "on"          ? MountOptions::PushMode::kOpens
                     : pushPageCache == "sentinels" ? MountOptions::PushMode::kSentinels
                                                    : MountOptions::PushMode::kOff;

@@ -33,6 +33,9 @@ struct MountOptions {
   // --memory-watch on|off: under a cgroup limit, shrink the RAM tier before
   // the kernel OOM-kills the daemon (fusefs/daemon/memory_pressure_watcher.h).
   bool memoryWatch = true;
+  // --huge-pages on|off: chunk buffers carved from huge-page slabs
+  // (cache/huge_page_slabs.h); off: page-aligned malloc, as before them.
+  bool hugePages = true;
   std::string cacheDir;         // empty: no disk tier
   uint64_t diskCacheBytes = 0;  // resolved when cacheDir is set
   uint32_t chunkSize = 1 << 20;

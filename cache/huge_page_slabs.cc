@@ -128,7 +128,8 @@ void HugePageSlabs::setHoleLimit(size_t bytes) {
   if (bytes != 0) return;
   // Memory pressure: the partial holes' pages too. The kernel frees them when
   // reclaim splits their huge pages; a later carve faults them in again.
-  for (const auto& [start, len] : holes_) madvise(reinterpret_cast<void*>(start), len, MADV_DONTNEED);
+  for (const auto& [start, len] : holes_)
+    madvise(reinterpret_cast<void*>(start), len, MADV_DONTNEED);
 }
 
 HugePageSlabs::Stats HugePageSlabs::stats() const {

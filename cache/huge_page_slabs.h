@@ -23,13 +23,12 @@
 //
 // The bound (holeLimit, set by the chunk-buffer pool to its idle bound): a new
 // slab is mapped only while the holes total at most holeLimit; else carve()
-// returns nullptr and the caller uses malloc. So the slabs' bytes never pass
-// (live pieces + holeLimit + one slab) at the time a slab is mapped, and
-// resident memory is the live pieces plus at most ~holeLimit of holes, bar
-// holes too fragmented for any request (unit-tested and measured in the soak,
-// docs/PERFORMANCE.md). holeLimit 0 (memory pressure) unmaps empty slabs and
-// advises the kernel to drop the holes' pages (reclaim then splits the huge
-// pages and frees them).
+// returns nullptr and the caller uses malloc. So the slabs never hold more
+// than the most their live pieces ever held plus holeLimit plus one slab; in
+// a tier's steady churn the holes hover near the bound (4.7-9.3 MiB against
+// 4 MiB in the 64 MiB-tier soak, docs/PERFORMANCE.md; unit-tested). holeLimit
+// 0 (memory pressure) unmaps empty slabs and advises the kernel to drop the
+// holes' pages (reclaim then splits the huge pages and frees them).
 //
 // Where THP is off (`never`) the madvise is refused and the slabs are plain
 // 4 KiB pages: still reused in place. Off until enable(true).
@@ -104,11 +103,11 @@ class HugePageSlabs {
   std::atomic<bool> enabled_{false};
   std::atomic<size_t> holeLimit_{0};
   mutable std::mutex mu_;
-  std::map<uintptr_t, size_t> holes_;                    // start -> bytes; guarded by mu_
-  std::set<std::pair<size_t, uintptr_t>> holesBySize_;   // (bytes, start); guarded by mu_
-  std::unordered_map<uintptr_t, size_t> pieces_;         // live piece -> bytes; guarded by mu_
-  std::set<uintptr_t> slabs_;                            // mapped slab starts; guarded by mu_
-  Stats counts_;                                         // guarded by mu_
+  std::map<uintptr_t, size_t> holes_;                   // start -> bytes; guarded by mu_
+  std::set<std::pair<size_t, uintptr_t>> holesBySize_;  // (bytes, start); guarded by mu_
+  std::unordered_map<uintptr_t, size_t> pieces_;        // live piece -> bytes; guarded by mu_
+  std::set<uintptr_t> slabs_;                           // mapped slab starts; guarded by mu_
+  Stats counts_;                                        // guarded by mu_
 };
 
 }  // namespace epochfs::cache

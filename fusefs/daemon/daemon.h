@@ -65,6 +65,8 @@ class Daemon {
   // memory limit (memory_limit.h fitRamCache); sizes the peer receive pool.
   void fitMemory();
   void startMemoryWatch();
+  // Chunk buffers from huge-page slabs per --huge-pages (after the watcher).
+  void enableHugePageSlabs();
   cache::Status openTiers();
   cache::Status startCluster();
 

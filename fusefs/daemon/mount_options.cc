@@ -244,11 +244,12 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
                  "Under a cgroup memory limit, shrink the RAM tier when the cgroup nears it "
                  "(on|off, default on)")
       ->check(CLI::IsMember({"on", "off"}));
-  std::string hugePages = "on";
+  std::string hugePages = "auto";
   app.add_option("--huge-pages", hugePages,
                  "Carve chunk buffers from 2 MiB slabs backed by transparent huge pages "
-                 "(on|off, default on)")
-      ->check(CLI::IsMember({"on", "off"}));
+                 "(auto|on|off, default auto: on unless the memory watcher watches a cgroup "
+                 "limit)")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   std::string pushPageCache = "off";
   app.add_option(
          "--push-page-cache", pushPageCache,
@@ -310,7 +311,9 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
 
   o.peerMac = peerIntegrity == "mac";
   o.memoryWatch = memoryWatch == "on";
-  o.hugePages = hugePages == "on";
+  o.hugePages = hugePages == "on"    ? MountOptions::HugePages::kOn
+                : hugePages == "off" ? MountOptions::HugePages::kOff
+                                     : MountOptions::HugePages::kAuto;
   o.pushPageCache = pushPageCache == "on"          ? MountOptions::PushMode::kOpens
                     : pushPageCache == "sentinels" ? MountOptions::PushMode::kSentinels
                                                    : MountOptions::PushMode::kOff;

@@ -33,9 +33,13 @@ struct MountOptions {
   // --memory-watch on|off: under a cgroup limit, shrink the RAM tier before
   // the kernel OOM-kills the daemon (fusefs/daemon/memory_pressure_watcher.h).
   bool memoryWatch = true;
-  // --huge-pages on|off: chunk buffers carved from huge-page slabs
-  // (cache/huge_page_slabs.h); off: page-aligned malloc, as before them.
-  bool hugePages = true;
+  // --huge-pages auto|on|off: chunk buffers carved from huge-page slabs
+  // (cache/huge_page_slabs.h); off: page-aligned malloc. auto: on unless the
+  // memory watcher runs, because an evicted chunk's memory stays in its slab
+  // until the whole slab is free, so capping the tier under pressure would
+  // not give memory back.
+  enum class HugePages { kAuto, kOn, kOff };
+  HugePages hugePages = HugePages::kAuto;
   std::string cacheDir;         // empty: no disk tier
   uint64_t diskCacheBytes = 0;  // resolved when cacheDir is set
   uint32_t chunkSize = 1 << 20;

@@ -108,6 +108,53 @@ TEST_F(AdminStatsTest, TotalsAddUpWithMultiChunkFiles) {
   EXPECT_EQ(delta(before, after, "tiers.source.read_bytes"), read) << "each byte read once";
 }
 
+// Chunk buffers come from huge-page slabs (--huge-pages auto, no watched
+// cgroup limit) and, after an eviction, the next cold pass reuses their
+// memory: every byte right both times; with --huge-pages off, no slab.
+TEST_F(AdminStatsTest, ChunkBuffersFromHugePageSlabsKeepEveryByte) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "sanitizer builds do not use the slabs";
+#endif
+  makeDataset(60, 1 << 20, 5);
+  // Chunks under 64 KiB are read through a bounce buffer into malloc'd memory
+  // (cache/posix_source.h): only the others are carved.
+  uint64_t carvable = 0;
+  const auto readAndCompare = [&] {
+    dropCaches();
+    carvable = 0;
+    for (const auto& rel : files_) {
+      auto got = readFile(mnt_ + "/" + rel, 1 << 20);
+      auto want = readFile(src_ + "/" + rel, 1 << 20);
+      ASSERT_EQ(got.err, 0) << rel;
+      ASSERT_TRUE(got.data == want.data) << rel;
+      carvable += want.data.size() >= 64 * 1024;
+    }
+  };
+  ASSERT_EQ(mount({"--ram-cache", "256M"}).exitCode, 0);
+  if (stats()["memory"]["pressure"].value("watching", false)) {
+    GTEST_SKIP() << "under a watched cgroup limit --huge-pages auto leaves the slabs off";
+  }
+  constexpr uint64_t kSlab = 2 << 20;
+  readAndCompare();
+  const json first = stats();
+  ASSERT_GT(carvable, files_.size() / 2);
+  EXPECT_GE(counter(first, "memory.chunk_buffers.slab_carved").value_or(0), carvable);
+  const uint64_t slabBytes = counter(first, "memory.chunk_buffers.slab_bytes").value_or(0);
+  EXPECT_GE(slabBytes, bytes_);
+  EXPECT_EQ(slabBytes % kSlab, 0u);
+  ASSERT_EQ(runCtl({"evict", mnt_, "--all"}).exitCode, 0);
+  readAndCompare();  // into holes the evicted chunks left, and new slabs
+  const json second = stats();
+  EXPECT_GE(counter(second, "memory.chunk_buffers.slab_carved").value_or(0), 2 * carvable);
+  EXPECT_EQ(counter(second, "memory.chunk_buffers.slab_refused").value_or(1), 0u);
+  EXPECT_TRUE(unmount());
+
+  ASSERT_EQ(mount({"--ram-cache", "256M", "--huge-pages", "off"}).exitCode, 0);
+  readAndCompare();
+  EXPECT_EQ(counter(stats(), "memory.chunk_buffers.slab_carved").value_or(1), 0u);
+  EXPECT_EQ(counter(stats(), "memory.chunk_buffers.slab_bytes").value_or(1), 0u);
+}
+
 TEST_F(AdminStatsTest, WarmShowsProgressAndLeavesLsAtFullResidency) {
   makeDataset(80, 2 << 20, 5);
   ASSERT_EQ(mount({"--cache-dir", cache_, "--ram-cache", "512M"}).exitCode, 0);

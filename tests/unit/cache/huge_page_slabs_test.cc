@@ -133,7 +133,7 @@ TEST(HugePageSlabs, HolesStayWithinTheirBound) {
   EXPECT_EQ(slabs.stats().slabsMapped, 2u);
   EXPECT_EQ(slabs.stats().holeBytes, 0u);
   EXPECT_TRUE(slabs.release(p[0]));
-  EXPECT_TRUE(slabs.release(p[4]));  // holes: 512 KiB in each slab = the bound
+  EXPECT_TRUE(slabs.release(p[4]));   // holes: 512 KiB in each slab = the bound
   char* big = slabs.carve(q + 4096);  // no hole fits, holes within: a third slab
   ASSERT_NE(big, nullptr);
   EXPECT_EQ(slabOf(big), reinterpret_cast<uintptr_t>(big));

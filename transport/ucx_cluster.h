@@ -194,9 +194,9 @@ class UcxCluster final : public Cluster {
   // below it): fetchFrom takes a receive buffer of min(that, what is left of
   // the file) from receivePool_ before queueing, so the progress thread
   // receives straight into it (no resize, no zero-fill, no page faults there).
-  // The last reply's length, as before, was short for every file larger than
-  // the one before it (files of random sizes): half the replies took a fresh
-  // buffer on the progress thread.
+  // The largest, not the last: with files of random sizes the last reply is
+  // short for every file larger than the one before it. Until a full chunk has
+  // come, a longer reply swaps in a pooled buffer of its size (onReply).
   std::atomic<uint32_t> replySizeHint_{0};
   const std::shared_ptr<ReceiveBufferPool> receivePool_;
 

@@ -91,7 +91,7 @@ def read_list(root, list_path, threads, until=None, out=None):
         t.join()
     cpu = os.times()
     out.write(json.dumps({"done": True, "seconds": time.monotonic() - t0, "max_rss_bytes": peak_rss(),
-                          "cpu_s": cpu.user + cpu.system - cpu0.user - cpu0.system}) + "\n")
+                          "cpu_s": max(0.0, (cpu.user + cpu.system) - (cpu0.user + cpu0.system))}) + "\n")
 
 
 def serve(root, threads):

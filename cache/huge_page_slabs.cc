@@ -38,7 +38,6 @@ bool HugePageSlabs::mapSlabLocked() {
   slabs_.insert(aligned);
   addHoleLocked(aligned, kSlabBytes);
   ++counts_.slabsMapped;
-  counts_.slabBytes += kSlabBytes;
   counts_.holeBytes += kSlabBytes;
   return true;
 }
@@ -109,7 +108,6 @@ size_t HugePageSlabs::unmapEmptyLocked(size_t target) {
     munmap(reinterpret_cast<void*>(start), kSlabBytes);
     slabs_.erase(start);
     ++counts_.slabsUnmapped;
-    counts_.slabBytes -= kSlabBytes;
     counts_.holeBytes -= kSlabBytes;
     unmapped += kSlabBytes;
   }
@@ -134,7 +132,9 @@ void HugePageSlabs::setHoleLimit(size_t bytes) {
 
 HugePageSlabs::Stats HugePageSlabs::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return counts_;
+  Stats s = counts_;
+  s.slabBytes = slabs_.size() * kSlabBytes;
+  return s;
 }
 
 }  // namespace epochfs::cache

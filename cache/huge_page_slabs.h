@@ -107,7 +107,7 @@ class HugePageSlabs {
   std::set<std::pair<size_t, uintptr_t>> holesBySize_;  // (bytes, start); guarded by mu_
   std::unordered_map<uintptr_t, size_t> pieces_;        // live piece -> bytes; guarded by mu_
   std::set<uintptr_t> slabs_;                           // mapped slab starts; guarded by mu_
-  Stats counts_;                                        // guarded by mu_
+  Stats counts_;  // slabBytes unused here: stats() derives it from slabs_; guarded by mu_
 };
 
 }  // namespace epochfs::cache

@@ -1,6 +1,7 @@
 """Unit tests for epochfs.lab.reader --serve (the lab's ranks that live across epochs,
 epochfs.lab.ranks): ready, one round per "LIST<TAB>OUT" line with every read's record and a done
-line in OUT, OUT's name on stdout once it is complete, exit at the end of the input. No lab:
+line in OUT, OUT's name on stdout once it is complete, exit at the end of the input; with
+--compute-ms, the training loop's steps and waits in the done line. No lab:
 the reader reads a temporary directory.
 
 Run: PYTHONPATH=tools/python /usr/bin/python3 -m unittest -v tests/unit/python/test_lab_reader_serve.py
@@ -67,6 +68,42 @@ class ReaderServe(unittest.TestCase):
                 proc.kill()
                 proc.wait()
             proc.stdout.close()
+
+    # Pass: with --compute-ms every rank is a training loop: the round reads every file once,
+    # its done line says the steps took (files x compute) and how long the loop waited for
+    # reads; a step's sleep leaves the CPU idle (cpu_s well below the steps' time). Fail: a
+    # missing or short compute_s, no wait_s, or the steps burning CPU.
+    def test_training_loop(self):
+        proc = subprocess.Popen([sys.executable, "-m", "epochfs.lab.reader", "--root", self.root, "--serve",
+                                 "--threads", "2", "--compute-ms", "40", "--batch", "2"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                env=dict(os.environ, PYTHONPATH=PYTHON_DIR))
+        try:
+            self.assertEqual(proc.stdout.readline(), "ready\n")
+            records = self.round(proc, sorted(self.files), "t1")
+            done, reads = records[-1], records[:-1]
+            self.assertEqual(sorted(r["path"] for r in reads), sorted(self.files))
+            self.assertGreaterEqual(done["compute_s"], 5 * 0.040 * 0.95)
+            self.assertGreaterEqual(done["wait_s"], 0)
+            self.assertGreaterEqual(done["seconds"], done["compute_s"])
+            self.assertLess(done["cpu_s"], done["compute_s"])
+            proc.stdin.close()
+            self.assertEqual(proc.wait(timeout=30), 0)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+
+    # Pass: a bad --compute-ms or --compute-ms with --until is refused with a usage error
+    # (exit 2), not a hang.
+    def test_training_loop_bad_options(self):
+        for extra in (["--compute-ms", "-1"], ["--compute-ms", "5", "--until", "/nonexistent"]):
+            r = subprocess.run([sys.executable, "-m", "epochfs.lab.reader", "--root", self.root,
+                                "--list", "/dev/null"] + extra, capture_output=True, text=True,
+                               env=dict(os.environ, PYTHONPATH=PYTHON_DIR), timeout=30)
+            self.assertEqual(r.returncode, 2, extra)
+            self.assertIn("--compute-ms", r.stderr)
 
 
 if __name__ == "__main__":

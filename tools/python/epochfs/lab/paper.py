@@ -16,7 +16,11 @@ Per epoch: loading time, source bytes (inotify opens x sizes), link bytes (the n
 CPU busy share of the host (/proc/stat) and CPU seconds (the host's, the daemons', the
 ranks'), OOM kills in the nodes' memory cgroups (the kernel log: the daemon's workers and other
 tasks), the nodes' peak memory, and per node the memory watcher's shrinks of the RAM tier, the
-daemon's and the readers' peak RSS (node_memory_figures).
+daemon's and the readers' peak RSS (node_memory_figures). With `--compute-ms MS` each rank is
+also a training loop (epochfs.lab.reader): steps of local-batch samples that take local batch x
+MS with the CPU idle, as on an accelerator, fed through a bounded queue by the rank's reader
+threads; per epoch then also the slowest rank's time waiting for reads (`wait_seconds`: the
+loading time a training job sees) and in steps (`compute_seconds`).
 Standard library only.
 
 `paper`: for each p, a fresh lab per case (direct, local, cluster, cluster-order, locality),
@@ -119,14 +123,16 @@ def owners_of(lab, files):
 
 
 def run_epochs(lab, dataset, sampler="distributed", ranks_per_node=2, epochs=3, seed=0,
-               threads=4, local_batch=32, direct=False, say=log):
-    """The epochs of one case on a lab that is up; returns one dict of figures per epoch."""
+               threads=4, local_batch=32, direct=False, say=log, compute_ms=0.0):
+    """The epochs of one case on a lab that is up; returns one dict of figures per epoch.
+    compute_ms > 0: every rank is also a training loop whose steps take local_batch x
+    compute_ms with the CPU idle (epochfs.lab.reader)."""
     files = sorted(dataset)
     world = len(lab.nodes) * ranks_per_node
     counters = lab_workload.Counters(lab, lab_workload.source_counter(lab.source["path"]), dataset)
     out = []
     with Ranks(lab, world, ranks_per_node, lambda node: lab.source["path"] if direct else node["mountpoint"],
-               threads) as ranks:
+               threads, compute_ms=compute_ms, local_batch=local_batch) as ranks:
         for e in range(epochs):
             out.append(_epoch(lab, ranks, counters, dataset, files, sampler, ranks_per_node, world,
                               local_batch, seed, e, say))
@@ -173,11 +179,17 @@ def _epoch(lab, ranks, counters, dataset, files, sampler, ranks_per_node, world,
                balance_fraction=b, cpu_seconds={
                    "busy": busy * fig["seconds"] * (os.cpu_count() or 1),
                    "daemons": sum(c for c in daemon_cpu if c is not None),
-                   "ranks": sum(d.get("cpu_s") or 0 for d in done.values())})
-    say("  epoch %d: %.1f s, source %.3f D, link %.1f MiB, cpu %.0f%%%s (CPU s: daemons %.1f, ranks"
+                   "ranks": sum(d.get("cpu_s") or 0 for d in done.values())},
+               # training loops only: the slowest rank's wait for reads and its steps' time
+               wait_seconds=max((d["wait_s"] for d in done.values() if "wait_s" in d), default=None),
+               compute_seconds=max((d["compute_s"] for d in done.values() if "compute_s" in d),
+                                   default=None))
+    say("  epoch %d: %.1f s%s, source %.3f D, link %.1f MiB, cpu %.0f%%%s (CPU s: daemons %.1f, ranks"
         " %.1f); OOM kills: %d daemon, %d other; peak node memory %.1f MiB; RAM tier shrinks per"
         " node %s" % (
-            e + 1, fig["seconds"], fig["source_bytes"] / sum(s for s, _ in dataset.values()),
+            e + 1, fig["seconds"], "" if fig["wait_seconds"] is None else " (steps %.1f s, waiting for"
+            " reads %.1f s)" % (fig["compute_seconds"], fig["wait_seconds"]),
+            fig["source_bytes"] / sum(s for s, _ in dataset.values()),
             fig["link_bytes"] / 2**20, 100 * busy, " (saturated)" if fig["cpu_saturated"] else "",
             fig["cpu_seconds"]["daemons"], fig["cpu_seconds"]["ranks"],
             fig["oom_kills_daemon"], fig["oom_kills_other"], fig["memory_peak_bytes"] / 2**20,
@@ -337,19 +349,26 @@ def main_run(argv):
     ap.add_argument("--local-batch", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--check", action="store_true", help="check every read's SHA-1 against the source")
+    ap.add_argument("--compute-ms", type=float, default=0.0,
+                    help="a training step's time per sample, CPU idle (an accelerator's): each rank is "
+                         "then a training loop fed by its readers (default 0: the readers alone)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    if a.compute_ms < 0:
+        raise LabError("--compute-ms must be >= 0")
     lab = Lab.load(a.dir)
     dataset = source_dataset(lab, hashes=a.check)
     figs = run_epochs(lab, dataset, a.sampler, a.ranks_per_node, a.epochs, a.seed, a.threads,
-                      a.local_batch, direct=a.source)
+                      a.local_batch, direct=a.source, compute_ms=a.compute_ms)
     d = sum(s for s, _ in dataset.values())
     if a.json:
         print(json.dumps({"dataset_bytes": d, "nodes": len(lab.nodes), "epochs": figs}, indent=1))
     else:
         for f in figs:
-            print("epoch %d: %.2f s, source %.3f D, link %.1f MiB, %d reads%s, cpu busy %.0f%%%s" % (
-                f["epoch"], f["seconds"], f["source_bytes"] / d, f["link_bytes"] / 2**20, f["reads"],
+            print("epoch %d: %.2f s%s, source %.3f D, link %.1f MiB, %d reads%s, cpu busy %.0f%%%s" % (
+                f["epoch"], f["seconds"], "" if f["wait_seconds"] is None else
+                " (steps %.2f s, waiting for reads %.2f s)" % (f["compute_seconds"], f["wait_seconds"]),
+                f["source_bytes"] / d, f["link_bytes"] / 2**20, f["reads"],
                 "" if f["bad_reads"] is None else ", %d wrong" % f["bad_reads"], 100 * f["cpu_busy"],
                 " (saturated)" if f["cpu_saturated"] else ""))
     return 0

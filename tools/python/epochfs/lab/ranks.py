@@ -17,15 +17,20 @@ from .util import PYTHON_DIR
 
 
 class Ranks:
-    """`world` reader processes, rank r in node r // ranks_per_node, reading under root(node)."""
+    """`world` reader processes, rank r in node r // ranks_per_node, reading under root(node);
+    with compute_ms > 0 each is also a training loop (epochfs.lab.reader --compute-ms, steps of
+    local_batch samples)."""
 
-    def __init__(self, lab, world, ranks_per_node, root, threads=4, timeout=120):
+    def __init__(self, lab, world, ranks_per_node, root, threads=4, timeout=120, compute_ms=0.0,
+                 local_batch=32):
         self.lab, self.procs, self.names = lab, [], []
         env = {"PYTHONPATH": PYTHON_DIR}
         try:
             for r in range(world):
                 node = lab.nodes[r // ranks_per_node]
-                argv = lab_workload.READER + ["--root", root(node), "--serve", "--threads", str(threads)]
+                argv = lab_workload.READER + ["--root", root(node), "--serve", "--threads", str(threads),
+                                                "--compute-ms", repr(float(compute_ms)),
+                                                "--batch", str(local_batch)]
                 self.procs.append(lab_node.popen(node, argv, env=env, stdin=subprocess.PIPE,
                                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                                  text=True, bufsize=1))

@@ -36,6 +36,7 @@ bool HugePageSlabs::mapSlabLocked() {
   }
   madvise(reinterpret_cast<void*>(aligned), kSlabBytes, MADV_HUGEPAGE);  // refused if THP is off
   slabs_.insert(aligned);
+  mappedSlabs_.store(slabs_.size(), std::memory_order_relaxed);
   addHoleLocked(aligned, kSlabBytes);
   ++counts_.slabsMapped;
   counts_.holeBytes += kSlabBytes;
@@ -66,7 +67,10 @@ char* HugePageSlabs::carve(size_t bytes) {
 }
 
 bool HugePageSlabs::release(char* piece) {
-  if (piece == nullptr) return false;
+  // A piece keeps its slab mapped, and whoever frees it got it through some
+  // synchronisation after the carve that mapped the slab: a count of 0 seen
+  // here means this is not a piece.
+  if (piece == nullptr || mappedSlabs_.load(std::memory_order_relaxed) == 0) return false;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = pieces_.find(reinterpret_cast<uintptr_t>(piece));
   if (it == pieces_.end()) return false;
@@ -107,6 +111,7 @@ size_t HugePageSlabs::unmapEmptyLocked(size_t target) {
     eraseHoleLocked(holes_.find(start));
     munmap(reinterpret_cast<void*>(start), kSlabBytes);
     slabs_.erase(start);
+    mappedSlabs_.store(slabs_.size(), std::memory_order_relaxed);
     ++counts_.slabsUnmapped;
     counts_.holeBytes -= kSlabBytes;
     unmapped += kSlabBytes;

@@ -102,6 +102,9 @@ class HugePageSlabs {
 
   std::atomic<bool> enabled_{false};
   std::atomic<size_t> holeLimit_{0};
+  // slabs_.size(), readable without mu_: release() of a buffer that cannot be
+  // a piece (no slab mapped, as with the slabs off) then takes no lock.
+  std::atomic<size_t> mappedSlabs_{0};
   mutable std::mutex mu_;
   std::map<uintptr_t, size_t> holes_;                   // start -> bytes; guarded by mu_
   std::set<std::pair<size_t, uintptr_t>> holesBySize_;  // (bytes, start); guarded by mu_

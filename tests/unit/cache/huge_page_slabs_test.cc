@@ -164,7 +164,11 @@ TEST(HugePageSlabs, HolesStayWithinTheirBound) {
   EXPECT_TRUE(tight.release(y));  // empty, past the bound: unmapped now
   EXPECT_FALSE(mapped(y, kSlab));
   EXPECT_EQ(tight.stats().slabBytes, 0u);
+  EXPECT_FALSE(tight.release(y));  // no slab mapped: not a piece (and no lock taken)
   expectConsistent(tight);
+  char* fresh = tight.carve(64 * kKiB);  // a new slab after the last one went
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_TRUE(tight.release(fresh));
 }
 
 // Pass: a bound of 0 (memory pressure) unmaps empty slabs and drops the

@@ -347,6 +347,32 @@ class SamplerRegistrationTest(FakeMountTestCase):
         list(ShuffleAwareSampler(range(30), seed=1, path_of=lambda i: ds_paths[i]))
         self.assertRegistered(1, ds_paths, 1, 0, 1, 0)
 
+    # Pass: LocalityAwareSampler with a mountpoint registers, every epoch, exactly the indices
+    # it yields (this rank's locality-aware share, in its order), as paths relative to the
+    # mount; without a mountpoint (nor a mount_placement placement) it registers nothing.
+    # Fail: no registration, another rank's share, or DistributedSampler's share registered.
+    def test_locality_sampler_registers_its_own_assignment(self):
+        from epochfs.locality import LocalityAwareSampler
+        ds_paths = self.paths(64)
+        owners = [i % 2 for i in range(64)]  # two nodes, one rank each
+        s = LocalityAwareSampler(FakeFolder(ds_paths), 2, 1, seed=4, global_batch_size=8,
+                                 placement=owners, node_of_rank=[0, 1], mountpoint=self.mount)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", EpochfsWarning)
+            for epoch in (0, 1):
+                s.set_epoch(epoch)
+                got = list(s)
+                self.assertEqual(got, s.plan()[0][1])
+                self.assertGreater(sum(owners[i] == 1 for i in got), 24)  # mostly its node's own
+                rel = [os.path.relpath(ds_paths[i], self.mount) for i in got]
+                self.assertOrderStream([m for m, _ in self.server.connections[epoch]], epoch, 1, 0, rel)
+                self.assertEqual(s.last_registration, {"ok": True, "entries": 32})
+        quiet = LocalityAwareSampler(FakeFolder(ds_paths), 2, 1, seed=4, global_batch_size=8,
+                                     placement=owners, node_of_rank=[0, 1])
+        list(quiet)
+        self.assertEqual(len(self.server.connections), 2)
+        self.assertIsNone(quiet.last_registration)
+
     def test_relative_and_unnormalized_dataset_paths(self):
         cwd = os.getcwd()
         try:

@@ -150,6 +150,16 @@ def plain_local_count(owners, learner_nodes):
     return sum(1 for j, o in enumerate(owners) if learner_nodes[j % p] == o)
 
 
+def default_replicas_and_rank(num_replicas, rank):
+    """DistributedSampler's defaults (from torch.distributed), or 1 / 0 for whichever is None
+    when torch.distributed is not initialized."""
+    if num_replicas is None or rank is None:
+        if not (dist.is_available() and dist.is_initialized()):
+            num_replicas = 1 if num_replicas is None else num_replicas
+            rank = 0 if rank is None else rank
+    return num_replicas, rank
+
+
 def _default_node_of_rank(rank):
     lw = os.environ.get("LOCAL_WORLD_SIZE")
     if lw:
@@ -162,18 +172,19 @@ class LocalityAwareSampler(_SamplerBase):
 
     Extra keyword-only arguments: ``global_batch_size`` (a multiple of num_replicas; the
     DataLoader's batch_size must be global_batch_size // num_replicas), ``placement`` and
-    ``node_of_rank`` (see the module docstring). num_replicas / rank default as in
-    DistributedSampler, or to 1 / 0 when torch.distributed is not initialized.
+    ``node_of_rank`` (see the module docstring); ``mountpoint`` and ``path_of``: where to
+    register each epoch's order of this rank (as ShuffleAwareSampler does; taken from a
+    mount_placement placement when not given; without either nothing is registered).
+    num_replicas / rank default as in DistributedSampler, or to 1 / 0 when torch.distributed
+    is not initialized.
     """
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
-                 drop_last=False, *, global_batch_size, placement, node_of_rank=None):
+                 drop_last=False, *, global_batch_size, placement, node_of_rank=None,
+                 mountpoint=None, path_of=None):
         if torch is None:
             raise ImportError("LocalityAwareSampler needs torch")
-        if num_replicas is None or rank is None:
-            if not (dist.is_available() and dist.is_initialized()):
-                num_replicas = 1 if num_replicas is None else num_replicas
-                rank = 0 if rank is None else rank
+        num_replicas, rank = default_replicas_and_rank(num_replicas, rank)
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle,
                          seed=seed, drop_last=drop_last)
         g = int(global_batch_size)
@@ -195,6 +206,15 @@ class LocalityAwareSampler(_SamplerBase):
         self.placement_version = None
         self._pinned = None  # (epoch, version, owners list)
         self._plan = None    # (epoch, per-rank index lists, stats)
+        # This rank's order goes to its mount as ShuffleAwareSampler's does, so the daemon
+        # fetches the samples moved to this node from their owners ahead of the loader: when
+        # a mountpoint is given or the placement came from mount_placement (its .mountpoint).
+        mount = mountpoint or getattr(placement, "mountpoint", None)
+        self._registration = None
+        if mount is not None:
+            from .torch import OrderRegistration
+            self._registration = OrderRegistration(
+                dataset, mount, path_of or getattr(placement, "path_of", None))
 
     # -- the global sequence -------------------------------------------------------------
     def global_indices(self):
@@ -272,7 +292,15 @@ class LocalityAwareSampler(_SamplerBase):
 
     def __iter__(self):
         per_rank, _ = self.plan()
+        if self._registration is not None:
+            self._registration.register(per_rank[self.rank], self.epoch, self.rank)
         return iter(per_rank[self.rank])
+
+    @property
+    def last_registration(self):
+        """The commit reply of this rank's latest order registration (None: none yet, or no
+        mount to register with)."""
+        return self._registration.last if self._registration is not None else None
 
     def stats(self):
         """This epoch's counts over all learners: samples, local (read on the owner node),
@@ -303,7 +331,9 @@ def mount_placement(dataset, mountpoint, path_of=None, timeout=60.0):
     ``path_of(index) -> path`` defaults to ``dataset.samples[index][0]`` (ImageFolder); paths
     are taken relative to ``mountpoint``. A sample the map does not name is UNCACHED. The
     returned callable gives ``(version, owners)``; the sampler pins it for the epoch, and
-    ranks can compare ``sampler.placement_version`` to be sure they used the same map.
+    ranks can compare ``sampler.placement_version`` to be sure they used the same map. It also
+    carries ``mountpoint`` and ``path_of``, so a sampler built on it registers each epoch's
+    order with the mount (peer prefetch of the samples moved to the node).
     """
     from . import admin
 
@@ -325,4 +355,5 @@ def mount_placement(dataset, mountpoint, path_of=None, timeout=60.0):
         version, owners = admin.placement(mount, timeout=timeout)
         return version, [owners.get(r, UNCACHED) for r in rel]
 
+    placement.mountpoint, placement.path_of = mount, path_of  # for the sampler's registration
     return placement

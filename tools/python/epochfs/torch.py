@@ -26,7 +26,6 @@ Differences from DistributedSampler:
 import os
 import warnings
 
-import torch.distributed as dist
 from torch.utils.data import DistributedSampler
 
 from . import admin
@@ -80,28 +79,20 @@ class _Relativizer:
         return a[len(self.prefix):]
 
 
-class ShuffleAwareSampler(DistributedSampler):
-    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
-                 drop_last=False, *, mountpoint=None, path_of=None):
-        if num_replicas is None or rank is None:
-            if not (dist.is_available() and dist.is_initialized()):
-                num_replicas = 1 if num_replicas is None else num_replicas
-                rank = 0 if rank is None else rank
-        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle,
-                         seed=seed, drop_last=drop_last)
-        self.mountpoint = mountpoint
-        self.path_of = path_of
-        # The commit reply of the latest successful registration (None until one succeeds).
-        self.last_registration = None
+class OrderRegistration:
+    """A sampler's registration of each epoch's order with the mount (epochfs.admin.register_order):
+    the rank's dataset paths, relative to the mount, in the order it will read them. The mount
+    is `mountpoint`, or found once from the first sample's path. It never breaks training:
+    a failure warns once (EpochfsWarning) and training goes on without order-aware prefetching.
+    ``last`` is the commit reply of the latest successful registration (None until one)."""
+
+    def __init__(self, dataset, mountpoint=None, path_of=None):
+        self.dataset, self.mountpoint, self.path_of = dataset, mountpoint, path_of
+        self.last = None
         self._warned = False
         self._found_mountpoint = None
 
-    def __iter__(self):
-        indices = list(super().__iter__())
-        self._register(indices)
-        return iter(indices)
-
-    def _register(self, indices):
+    def register(self, indices, epoch, rank, stacklevel=3):
         try:
             path_of = self.path_of or _default_path_of(self.dataset)
             if path_of is None:
@@ -118,14 +109,35 @@ class ShuffleAwareSampler(DistributedSampler):
                         % (path_of(0), admin.ADMIN_XATTR))
             rel = _Relativizer(mount)
             paths = [rel(path_of(i)) for i in indices]
-            self.last_registration = admin.register_order(mount, paths, epoch=self.epoch,
-                                                          rank=self.rank, start=0)
+            self.last = admin.register_order(mount, paths, epoch=epoch, rank=rank, start=0)
         except Exception as e:  # never break training
             if not self._warned:
                 self._warned = True
                 warnings.warn("epochfs: could not register this epoch's order (%s); training "
                               "continues without order-aware prefetching" % (e,),
-                              EpochfsWarning, stacklevel=3)
+                              EpochfsWarning, stacklevel=stacklevel)
+
+
+class ShuffleAwareSampler(DistributedSampler):
+    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
+                 drop_last=False, *, mountpoint=None, path_of=None):
+        from .locality import default_replicas_and_rank
+        num_replicas, rank = default_replicas_and_rank(num_replicas, rank)
+        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle,
+                         seed=seed, drop_last=drop_last)
+        self.mountpoint = mountpoint
+        self.path_of = path_of
+        self._registration = OrderRegistration(dataset, mountpoint, path_of)
+
+    @property
+    def last_registration(self):
+        """The commit reply of the latest successful registration (None until one succeeds)."""
+        return self._registration.last
+
+    def __iter__(self):
+        indices = list(super().__iter__())
+        self._registration.register(indices, self.epoch, self.rank)
+        return iter(indices)
 
 
 from .locality import LocalityAwareSampler  # noqa: E402,F401  (re-exported)

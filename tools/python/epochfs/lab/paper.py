@@ -10,7 +10,9 @@ each reading its share of every epoch in the order of
 - `order`: the same, with each rank's order registered in its node's daemon before the epoch
   (epochfs.admin.register_order, as ShuffleAwareSampler: peer prefetch with the order known);
 - `locality`: the paper's locality-aware assignment (epochfs.locality.assign_global_batch,
-  what LocalityAwareSampler does per global batch), owners from the daemon's placement map;
+  what LocalityAwareSampler does per global batch), owners from the daemon's placement map,
+  each rank's share registered in its node's daemon as LocalityAwareSampler does on a
+  mount_placement (so the samples moved to a node are fetched from their owners ahead);
 - `direct` (`--source`): DistributedSampler straight from the lab's source, no epochfs.
 Per epoch: loading time, source bytes (inotify opens x sizes), link bytes (the nodes' veths),
 CPU busy share of the host (/proc/stat) and CPU seconds (the host's, the daemons', the
@@ -158,7 +160,9 @@ def _epoch(lab, ranks, counters, dataset, files, sampler, ranks_per_node, world,
     daemons = daemon_figures(lab)
     daemon_cpu = [process_cpu_seconds(d and d["pid"]) for d in daemons]
     before = counters.snapshot()
-    if sampler == "order":  # as ShuffleAwareSampler does: the admin socket, no epochctl process
+    # as ShuffleAwareSampler and LocalityAwareSampler (on a mount_placement) do: the admin
+    # socket, no epochctl process
+    if sampler in ("order", "locality"):
         from .. import admin
         for r in range(world):
             admin.register_order(lab.nodes[r // ranks_per_node]["mountpoint"],

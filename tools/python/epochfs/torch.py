@@ -125,9 +125,13 @@ class ShuffleAwareSampler(DistributedSampler):
         num_replicas, rank = default_replicas_and_rank(num_replicas, rank)
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle,
                          seed=seed, drop_last=drop_last)
-        self.mountpoint = mountpoint
-        self.path_of = path_of
         self._registration = OrderRegistration(dataset, mountpoint, path_of)
+
+    # mountpoint and path_of stay settable after construction, as before OrderRegistration
+    mountpoint = property(lambda self: self._registration.mountpoint,
+                          lambda self, v: setattr(self._registration, "mountpoint", v))
+    path_of = property(lambda self: self._registration.path_of,
+                       lambda self, v: setattr(self._registration, "path_of", v))
 
     @property
     def last_registration(self):

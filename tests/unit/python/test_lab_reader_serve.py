@@ -8,6 +8,7 @@ Run: PYTHONPATH=tools/python /usr/bin/python3 -m unittest -v tests/unit/python/t
 Standard library only.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -35,6 +36,24 @@ class ReaderServe(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
+    @contextlib.contextmanager
+    def serving(self, *options):
+        """A reader --serve process with 2 threads (and `options`): checks it says ready, and
+        that it exits 0 once its input is closed after the body."""
+        proc = subprocess.Popen([sys.executable, "-m", "epochfs.lab.reader", "--root", self.root, "--serve",
+                                 "--threads", "2", *options], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True, env=dict(os.environ, PYTHONPATH=PYTHON_DIR))
+        try:
+            self.assertEqual(proc.stdout.readline(), "ready\n")
+            yield proc
+            proc.stdin.close()
+            self.assertEqual(proc.wait(timeout=30), 0)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+
     def round(self, proc, paths, name):
         listing, out = os.path.join(self.tmp.name, name), os.path.join(self.tmp.name, name + ".out")
         with open(listing, "w") as f:
@@ -48,11 +67,7 @@ class ReaderServe(unittest.TestCase):
     # Pass: two rounds in one process, each with exactly its list's reads (right bytes) and a
     # done line of its own; the process exits 0 when its input ends.
     def test_rounds_in_one_process(self):
-        proc = subprocess.Popen([sys.executable, "-m", "epochfs.lab.reader", "--root", self.root, "--serve",
-                                 "--threads", "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                text=True, env=dict(os.environ, PYTHONPATH=PYTHON_DIR))
-        try:
-            self.assertEqual(proc.stdout.readline(), "ready\n")
+        with self.serving() as proc:
             for name, paths in (("e1", sorted(self.files)), ("e2", sorted(self.files)[:2])):
                 records = self.round(proc, paths, name)
                 self.assertTrue(records[-1]["done"])
@@ -61,25 +76,13 @@ class ReaderServe(unittest.TestCase):
                 self.assertEqual(sorted(r["path"] for r in reads), sorted(paths))
                 for r in reads:
                     self.assertEqual(r["sha1"], self.files[r["path"]])
-            proc.stdin.close()
-            self.assertEqual(proc.wait(timeout=30), 0)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            proc.stdout.close()
 
     # Pass: with --compute-ms every rank is a training loop: the round reads every file once,
     # its done line says the steps took (files x compute) and how long the loop waited for
     # reads; a step's sleep leaves the CPU idle (cpu_s well below the steps' time). Fail: a
     # missing or short compute_s, no wait_s, or the steps burning CPU.
     def test_training_loop(self):
-        proc = subprocess.Popen([sys.executable, "-m", "epochfs.lab.reader", "--root", self.root, "--serve",
-                                 "--threads", "2", "--compute-ms", "40", "--batch", "2"],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                env=dict(os.environ, PYTHONPATH=PYTHON_DIR))
-        try:
-            self.assertEqual(proc.stdout.readline(), "ready\n")
+        with self.serving("--compute-ms", "40", "--batch", "2") as proc:
             records = self.round(proc, sorted(self.files), "t1")
             done, reads = records[-1], records[:-1]
             self.assertEqual(sorted(r["path"] for r in reads), sorted(self.files))
@@ -87,13 +90,6 @@ class ReaderServe(unittest.TestCase):
             self.assertGreaterEqual(done["wait_s"], 0)
             self.assertGreaterEqual(done["seconds"], done["compute_s"])
             self.assertLess(done["cpu_s"], done["compute_s"])
-            proc.stdin.close()
-            self.assertEqual(proc.wait(timeout=30), 0)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            proc.stdout.close()
 
     # Pass: a bad --compute-ms or --compute-ms with --until is refused with a usage error
     # (exit 2), not a hang.

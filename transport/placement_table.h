@@ -7,9 +7,17 @@
 // files with bounded load: files in id order, each to its best-scoring owners
 // that still have room below kFill of their capacity; only when no node has
 // room (the dataset does not fit the cluster) does a file go to its plain
-// rendezvous owners. Every node holds the same snapshot and computes the same
-// table; a node whose snapshot differs only places some files differently,
-// and any member serves any file, so that costs transfers, never a read.
+// rendezvous owners. Then, while the dataset fits, it balances the number of
+// files each node owns: the hash alone leaves one node of eight ~6 % short
+// at 2,000 files, and under locality-aware loading (docs/CLUSTER.md) a node
+// short of its share takes in moved samples in every global batch, so its
+// link sets the epoch. Each node's count goes to its capacity share by moving
+// the files whose new owner scores closest to the old one, never past a
+// node's byte bound; that moves a few percent of the files, so a member
+// change still moves little more than rendezvous does. Every node holds the
+// same snapshot and computes the same table; a node whose snapshot differs
+// only places some files differently, and any member serves any file, so that
+// costs transfers, never a read.
 //
 // Thread-compatible: build() makes a new assignment; lookups on a built table
 // may run concurrently (UcxCluster swaps tables under its live lock).
@@ -68,6 +76,11 @@ class PlacementTable {
   std::vector<uint64_t> ids_;
   std::vector<uint32_t> owners_;
   std::unordered_map<uint32_t, uint64_t> owned_;  // nodeId -> bytes
+  // Moves owners from nodes above their count share to nodes below it
+  // (`limit`: the byte bounds; `used`: bytes owned, kept up to date).
+  void balanceCounts(const std::vector<FileBytes>& order, const std::vector<Candidate>& live,
+                     const std::vector<uint64_t>& capacityBytes, const std::vector<double>& limit,
+                     std::vector<double>& used);
   unsigned k_ = 0;
   bool fits_ = true;
 };

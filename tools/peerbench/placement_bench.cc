@@ -3,7 +3,10 @@
 // builder's thread). Files of ~110 KB with random ids, equal capacities of
 // 4/3 of each node's share; median of --repeats builds per case.
 //
-// Prints one JSON line per case: {"files":F,"nodes":N,"ms":median,"min_ms":m,"max_ms":M}.
+// Prints one JSON line per case: {"files":F,"nodes":N,"ms":median,"min_ms":m,"max_ms":M,
+// "min_files":a,"max_files":b,"leave_moved":x}: the fewest and most files a
+// node owns, and the fraction of the staying nodes' files whose owner changes
+// when the last node leaves (plain rendezvous: 0).
 //
 //   placement-bench [--files 2000,100000,1000000] [--nodes 4,8,64] [--repeats 3]
 #include <CLI/CLI.hpp>
@@ -51,8 +54,29 @@ int main(int argc, char** argv) {
         if (!t.fits()) return 1;  // the setup above always fits
       }
       std::sort(ms.begin(), ms.end());
-      std::printf("{\"files\":%d,\"nodes\":%d,\"ms\":%.1f,\"min_ms\":%.1f,\"max_ms\":%.1f}\n",
-                  files, nodes, ms[ms.size() / 2], ms.front(), ms.back());
+      const auto all = PlacementTable::build(f, live, caps, 1);
+      std::vector<int> owned(nodes, 0);
+      for (const auto& x : f) ++owned[all.ownersOf(x.fileId)[0]];
+      // The last node leaves; the others keep their capacities.
+      auto fewer = live;
+      fewer.pop_back();
+      auto fewerCaps = caps;
+      fewerCaps.pop_back();
+      const auto after = PlacementTable::build(f, fewer, fewerCaps, 1);
+      int staying = 0, moved = 0;
+      for (const auto& x : f) {
+        const uint32_t before = all.ownersOf(x.fileId)[0];
+        if (before == static_cast<uint32_t>(nodes - 1)) continue;
+        ++staying;
+        moved += after.ownersOf(x.fileId)[0] != before;
+      }
+      std::printf(
+          "{\"files\":%d,\"nodes\":%d,\"ms\":%.1f,\"min_ms\":%.1f,\"max_ms\":%.1f,"
+          "\"min_files\":%d,\"max_files\":%d,\"leave_moved\":%.4f}\n",
+          files, nodes, ms[ms.size() / 2], ms.front(), ms.back(),
+          *std::min_element(owned.begin(), owned.end()),
+          *std::max_element(owned.begin(), owned.end()),
+          staying > 0 ? static_cast<double>(moved) / staying : 0.0);
     }
   }
   return 0;

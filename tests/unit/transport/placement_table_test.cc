@@ -2,7 +2,8 @@
 // outcome fits (no node's owned bytes above 95 % of its capacity while the
 // cluster holds the dataset), with nodes of different sizes and replicas; the
 // table is the same whatever order the files were listed in; a dataset too
-// large for the cluster falls back to plain rendezvous and says so.
+// large for the cluster falls back to plain rendezvous and says so; while it
+// fits, every node owns its capacity share of the files by count.
 #include "transport/placement_table.h"
 
 #include <gtest/gtest.h>
@@ -125,6 +126,73 @@ TEST(PlacementTable, LeavingMovesLittleBeyondItsShare) {
   }
   EXPECT_GT(ofLeaver, 0);
   EXPECT_LE(moved, static_cast<int>(files.size()) / 20) << "files of staying nodes that moved";
+}
+
+// Files each node owns (replicas count once per owner).
+std::vector<size_t> counts(const PlacementTable& t, const std::vector<FileBytes>& files,
+                           size_t nodes) {
+  std::vector<size_t> c(nodes, 0);
+  for (const auto& f : files)
+    for (uint32_t o : t.owners(f.fileId)) ++c.at(o);
+  return c;
+}
+
+// Pass: 8 equal nodes, 2,000 files: every node owns exactly 250 (plain
+// rendezvous scatters them by ~±15), and its bytes stay within its bound.
+TEST(PlacementTable, EqualNodesOwnEqualCounts) {
+  uint64_t d = 0;
+  const auto files = dataset(2000, &d);
+  const std::vector<uint64_t> caps(8, d * 3 / 16);  // 1.5 D over 8 nodes, as the lab
+  const auto live = weighted(caps);
+  std::vector<size_t> plain(8, 0);
+  for (const auto& f : files) ++plain[rendezvousOwners(f.fileId, live, 1)[0]];
+  ASSERT_GT(
+      *std::max_element(plain.begin(), plain.end()) - *std::min_element(plain.begin(), plain.end()),
+      10u)
+      << "the hash alone should leave an imbalance to fix";
+  const auto t = PlacementTable::build(files, live, caps, 1);
+  ASSERT_TRUE(t.fits());
+  EXPECT_EQ(counts(t, files, 8), std::vector<size_t>(8, 250));
+  int moved = 0;
+  for (const auto& f : files) moved += t.owners(f.fileId) != rendezvousOwners(f.fileId, live, 1);
+  EXPECT_LE(moved, 100) << "balancing moves only a few percent of the files";
+  for (uint32_t n = 0; n < 8; ++n)
+    EXPECT_LE(static_cast<double>(t.ownedBytes(n)), 0.95 * static_cast<double>(caps[n])) << n;
+}
+
+// Pass: counts follow capacity (one node twice the others: twice the files,
+// within one) and replicas stay distinct.
+TEST(PlacementTable, CountsFollowCapacityWithReplicas) {
+  uint64_t d = 0;
+  const auto files = dataset(1500, &d);
+  const std::vector<uint64_t> caps = {d, d / 2, d / 2, d / 2};  // 2.5 D for 2 replicas
+  const auto t = PlacementTable::build(files, weighted(caps), caps, 2);
+  ASSERT_TRUE(t.fits());
+  const auto c = counts(t, files, 4);
+  EXPECT_EQ(c[0], 1200u);  // 3,000 slots × 2/5
+  for (size_t n = 1; n < 4; ++n) EXPECT_EQ(c[n], 600u) << n;
+  for (const auto& f : files) {
+    const auto o = t.owners(f.fileId);
+    ASSERT_EQ(o.size(), 2u);
+    EXPECT_NE(o[0], o[1]);
+  }
+}
+
+// Pass: with the byte bound tight (the cluster holds just over D / 0.95),
+// balancing never pushes a node past its bound; counts still get close.
+TEST(PlacementTable, BalancingKeepsTheByteBound) {
+  uint64_t d = 0;
+  const auto files = dataset(2000, &d);
+  const std::vector<uint64_t> caps(8, static_cast<uint64_t>(static_cast<double>(d) / 8 / 0.94));
+  const auto t = PlacementTable::build(files, weighted(caps), caps, 1);
+  ASSERT_TRUE(t.fits());
+  uint64_t sum = 0;
+  for (uint32_t n = 0; n < 8; ++n) {
+    EXPECT_LE(static_cast<double>(t.ownedBytes(n)), 0.95 * static_cast<double>(caps[n])) << n;
+    sum += t.ownedBytes(n);
+  }
+  EXPECT_EQ(sum, d);
+  for (size_t c : counts(t, files, 8)) EXPECT_NEAR(static_cast<double>(c), 250.0, 10.0);
 }
 
 }  // namespace

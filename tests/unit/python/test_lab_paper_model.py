@@ -1,5 +1,6 @@
 """Unit tests for epochfs.lab.paper_model (the model's figure per epoch of `cluster-lab paper`,
-with the measured ingest term D/U1) and epochfs.model's --from-lab inputs.
+with the measured ingest term D/U_p, D/U1 where U_p is not measured), the `owned` epochs that
+measure U_p (epochfs.lab.paper.owned_indices) and epochfs.model's --from-lab inputs.
 
 Run: PYTHONPATH=tools/python /usr/bin/python3 -m unittest -v tests/unit/python/test_lab_paper_model.py
 Standard library only.
@@ -18,6 +19,7 @@ except ImportError:  # run without PYTHONPATH: use this checkout's tools/python
     sys.path.insert(0, os.path.join(_here, "..", "..", "..", "tools", "python"))
 
 from epochfs import model  # noqa: E402
+from epochfs.lab.paper import owned_indices  # noqa: E402
 from epochfs.lab.paper_model import apply_model, ingest_rate, model_seconds  # noqa: E402
 
 D = 1000.0   # bytes
@@ -32,11 +34,14 @@ def run(nodes, case, epoch, seconds, cache=None, b=None, saturated=False):
             "balance_fraction": b, "cpu_saturated": saturated, "link_bytes": 0.0}
 
 
-def doc(runs, calibration=None, files=100):
+def doc(runs, calibration=None, files=100, ingest=None):
     out = {"dataset_bytes": D, "files": files, "runs": runs,
            "rates": {"source_bytes_per_s": R, "link_payload_bytes_per_s": N}}
     if calibration is not None:
         out["calibration"] = calibration
+    if ingest is not None:
+        out["ingest"] = [{"nodes": p, "case": "owned", "epoch": i + 1, "seconds": s}
+                         for i, (p, s) in enumerate(ingest)]
     return out
 
 
@@ -77,7 +82,7 @@ class ModelSecondsTest(unittest.TestCase):
             self.assertAlmostEqual(model_seconds(case, 2, 1, D, R, N, 1.5 * D, u=U), 2.0)
 
     def test_lab_term_does_not_shrink_with_p(self):
-        # The lab's nodes share the cores: the same D/U1 at every p (u is the nodes' joint rate).
+        # u is the nodes' joint rate (U1 or U_p on the lab): the same D/u whatever p.
         for p in (2, 4, 8):
             io = model_seconds("locality", 2, p, D, R, N, 1.5 * D / p, b=0.0)
             self.assertAlmostEqual(model_seconds("locality", 2, p, D, R, N, 1.5 * D / p, b=0.0, u=U),
@@ -137,6 +142,37 @@ class ApplyModelTest(unittest.TestCase):
         other["dataset_bytes"] = 2 * D
         with self.assertRaises(ValueError):
             apply_model(doc([run(2, "direct", 2, 11.0)]), ("other.json", other))
+
+
+    def test_u_p_from_owned_epochs_where_measured(self):
+        # U1: D/2 s; U_4: D / mean(3, 5) = D/4 s; p = 2 not measured: D/U1.
+        d = doc([run(1, "cluster", 2, 2.0), run(4, "locality", 2, 5.0, cache=D, b=0.05),
+                 run(2, "locality", 2, 3.0, cache=D, b=0.05), run(4, "direct", 2, 13.0)],
+                ingest=[(4, 3.0), (4, 5.0)])
+        self.assertAlmostEqual(apply_model(d), D / 2.0)
+        self.assertEqual(sorted(d["rates"]["U_by_nodes"]), ["1", "4"])
+        self.assertAlmostEqual(d["rates"]["U_by_nodes"]["4"], D / 4.0)
+        r = d["runs"]
+        # p = 4 locality: D b/(pN) = 0.25 s, + D/U_4 = 4 s; with D/U1: + 2 s
+        self.assertAlmostEqual(r[1]["model_seconds"], 4.25)
+        self.assertAlmostEqual(r[1]["model_seconds_u1"], 2.25)
+        self.assertAlmostEqual(r[1]["model_seconds_io"], 0.25)
+        self.assertAlmostEqual(r[2]["model_seconds"], 0.25 * 2 + 2.0)  # D b/(2N) + D/U1
+        self.assertAlmostEqual(r[3]["model_seconds"], 10.0 + 2.0)  # direct: D/R + D/U1
+        self.assertAlmostEqual(r[0]["model_seconds"], r[0]["model_seconds_u1"])
+
+
+class OwnedIndicesTest(unittest.TestCase):
+    def test_each_rank_reads_only_its_nodes_files_once(self):
+        owners = [i % 3 for i in range(30)] + [-1, 7]  # 3 nodes; one uncached, one foreign
+        out = owned_indices(len(owners), 6, 2, owners, seed=0, epoch=1)
+        self.assertEqual(sorted(i for r in out for i in r), list(range(len(owners))))
+        for r, files in enumerate(out):
+            local = [i for i in files if 0 <= owners[i] < 3]
+            self.assertTrue(all(owners[i] == r // 2 for i in local), r)
+            self.assertEqual(len(local), 5)  # 10 files a node, dealt round robin to 2 ranks
+        self.assertEqual(out, owned_indices(len(owners), 6, 2, owners, seed=0, epoch=1))
+        self.assertNotEqual(out, owned_indices(len(owners), 6, 2, owners, seed=0, epoch=2))
 
 
 class FromLabTest(unittest.TestCase):

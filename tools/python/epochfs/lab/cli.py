@@ -20,7 +20,7 @@ USAGE = """cluster-lab: a cluster of epochfs nodes on one machine (docs/LAB.md)
   cluster-lab fault [--dir DIR] NODE cut|restore|kill|freeze|thaw
   cluster-lab capacity [--files N] [--nodes N] [--epochs N] [--json]
   cluster-lab bench [--link RATE] [--repeats N] [--json]
-  cluster-lab run [--sampler distributed|order|locality] [--source] [--ranks-per-node K] [--epochs E]
+  cluster-lab run [--sampler distributed|order|locality|owned] [--source] [--ranks-per-node K] [--epochs E]
                   [--compute-ms MS] [--json]
   cluster-lab paper [--nodes 1,2,4,8] [--files N] [--json FILE] [--png DIR]
 

@@ -13,6 +13,9 @@ each reading its share of every epoch in the order of
   what LocalityAwareSampler does per global batch), owners from the daemon's placement map,
   each rank's share registered in its node's daemon as LocalityAwareSampler does on a
   mount_placement (so the samples moved to a node are fetched from their owners ahead);
+- `owned`: each rank reads only the files its node owns (the epoch's permutation, each file
+  dealt round robin to its owner node's ranks): no byte crosses a link, so the epoch is the
+  nodes' ingest alone (the model's U at this p; `paper` runs it after the locality case);
 - `direct` (`--source`): DistributedSampler straight from the lab's source, no epochfs.
 Per epoch: loading time, source bytes (inotify opens x sizes), link bytes (the nodes' veths),
 CPU busy share of the host (/proc/stat) and CPU seconds (the host's, the daemons', the
@@ -27,10 +30,13 @@ Standard library only.
 
 `paper`: for each p, a fresh lab per case (direct, local, cluster, cluster-order, locality),
 epochs 1..E, and the model's figure for each epoch (epochfs.lab.paper_model: the I/O terms and
-D/U1, U1 measured from the p = 1 `cluster` case's epochs 2+, run first, or from a calibration
-run of it when p = 1 or `cluster` is not asked for); JSON and (matplotlib) pictures. Each node's
-daemon gets `--ram-cache` 1.5 D/p (the rule's per-node memory is the cache's), its node
-1.5 D/p + ALLOWANCE (the daemon's own memory and the ranks', measured: docs/LAB.md).
+the ingest term D/U_p); JSON and (matplotlib) pictures. U1 is measured from the p = 1 `cluster`
+case's epochs 2+, run first, or from a calibration run of it when p = 1 or `cluster` is not asked
+for; U_p at p >= 2 from INGEST_EPOCHS `owned` epochs on the locality case's lab (else the
+cluster-order or cluster case's) after its own epochs, every byte then in its owner's RAM tier
+(doc["ingest"]). Each node's daemon gets `--ram-cache` 1.5 D/p (the rule's per-node memory is
+the cache's), its node 1.5 D/p + ALLOWANCE (the daemon's own memory and the ranks', measured:
+docs/LAB.md).
 """
 
 import argparse
@@ -50,6 +56,10 @@ from .down import down
 from .util import ArgParser, LabError, log, parse_rate, parse_size
 
 CASES = ("direct", "local", "cluster", "cluster-order", "locality")
+# The cases whose lab, once its epochs are done, holds every file in its owner's RAM tier: the
+# first of them in a run also measures U_p (`owned` epochs).
+INGEST_HOSTS = ("locality", "cluster-order", "cluster")
+INGEST_EPOCHS = 2
 TCP_PAYLOAD = 1448 / 1514  # what TCP carries of a tbf rate at MTU 1500 (docs/LAB.md)
 SATURATED = 0.90           # host CPU busy share above which a figure is marked saturated
 # A node's memory beyond its RAM tier: the daemon's own (base, receive pool, guests' extra, the
@@ -87,6 +97,24 @@ def locality_indices(n, world, ranks_per_node, local_batch, owners, seed, epoch)
         for r, positions in enumerate(keep):
             out[r].extend(batch[j] for j in positions)
     return out, moved / len(seq)
+
+
+def owned_indices(n, world, ranks_per_node, owners, seed, epoch):
+    """Per rank: the files its node owns, in the epoch's permutation, dealt round robin among
+    the node's ranks; a file owned by no node of the lab (-1) goes round robin to every rank."""
+    order = list(range(n))
+    random.Random(seed + epoch).shuffle(order)
+    nodes = world // ranks_per_node
+    out, dealt, spare = [[] for _ in range(world)], [0] * nodes, 0
+    for i in order:
+        node = owners[i]
+        if 0 <= node < nodes:
+            out[node * ranks_per_node + dealt[node] % ranks_per_node].append(i)
+            dealt[node] += 1
+        else:
+            out[spare % world].append(i)
+            spare += 1
+    return out
 
 
 class CpuBusy:
@@ -149,6 +177,8 @@ def _epoch(lab, ranks, counters, dataset, files, sampler, ranks_per_node, world,
     if sampler == "locality":
         per_rank, b = locality_indices(n, world, ranks_per_node, local_batch,
                                        owners_of(lab, files), seed, e)
+    elif sampler == "owned":
+        per_rank = owned_indices(n, world, ranks_per_node, owners_of(lab, files), seed, e)
     else:
         per_rank = [distributed_indices(n, r, world, seed, e) for r in range(world)]
     lab_workload.drop_caches()
@@ -276,6 +306,7 @@ def paper(node_counts=(1, 2, 4, 8), files=2000, epochs=3, link=25_000_000, sourc
         t_all = time.monotonic()
         plan = [(p, c) for p in node_counts for c in cases]
         asked = list(plan)
+        ingest_host = next((c for c in INGEST_HOSTS if c in cases), None)
         first = next(((1, c) for c in INGEST_CASES if (1, c) in plan), None)
         if first:  # U1 first: the p = 1 case that reads every byte locally in epochs 2+
             plan.remove(first)
@@ -302,6 +333,12 @@ def paper(node_counts=(1, 2, 4, 8), files=2000, epochs=3, link=25_000_000, sourc
                                   .get(case, "distributed"), ranks_per_node=ranks_per_node,
                                   epochs=3 if calibration else epochs, threads=threads,
                                   local_batch=local_batch, direct=case == "direct", say=say)
+                ingest = []
+                if p > 1 and case == ingest_host and not calibration:
+                    say("  U_%d: %d epochs with every rank reading its own node's files" % (p, INGEST_EPOCHS))
+                    ingest = run_epochs(lab, dataset, sampler="owned", ranks_per_node=ranks_per_node,
+                                        epochs=INGEST_EPOCHS, threads=threads,
+                                        local_batch=local_batch, say=say)
             finally:
                 down(lab.state.dir, verbose=False)
                 shutil.rmtree(lab_dir, ignore_errors=True)  # LocalLab's own hostfiles
@@ -322,10 +359,20 @@ def paper(node_counts=(1, 2, 4, 8), files=2000, epochs=3, link=25_000_000, sourc
                     "node_memory": memory, "daemon_ram_cache": ram_cache,
                     "model_seconds_io": model_seconds(case, f["epoch"], p, d, r, n_link, cache,
                                                       f["balance_fraction"])})
+            for f in ingest:
+                doc.setdefault("ingest", []).append({
+                    "nodes": p, "case": "owned", "host_case": case, "epoch": f["epoch"],
+                    "seconds": f["seconds"], "source_bytes": f["source_bytes"],
+                    "link_bytes": f["link_bytes"], "bytes_read": f["bytes_read"],
+                    "bad_reads": f["bad_reads"], "cpu_busy": f["cpu_busy"],
+                    "cpu_saturated": f["cpu_saturated"], "cpu_seconds": f["cpu_seconds"]})
             u = apply_model(doc)
             if u and (p, case) == first:
-                say("U1 = %.1f MiB/s (D/U1 = %.2f s): the lab's ingest term D/U1 at every p"
-                    % (u / 2**20, d / u))
+                say("U1 = %.1f MiB/s (D/U1 = %.2f s): the ingest term at p = 1, and at any p"
+                    " whose U_p is not measured" % (u / 2**20, d / u))
+            if ingest:
+                up = doc["rates"]["U_by_nodes"][str(p)]
+                say("U_%d = %.1f MiB/s (D/U_%d = %.2f s)" % (p, up / 2**20, p, d / up))
             doc["elapsed_s"] = time.monotonic() - t_all
             if json_path:
                 _write_json(json_path, doc)
@@ -345,7 +392,8 @@ def main_run(argv):
     ap = ArgParser(prog="cluster-lab run", description=__doc__,
                    formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", default=os.environ.get("EPOCHFS_LAB_DIR", "/var/tmp/epochfs-lab"))
-    ap.add_argument("--sampler", choices=("distributed", "order", "locality"), default="distributed")
+    ap.add_argument("--sampler", choices=("distributed", "order", "locality", "owned"),
+                    default="distributed")
     ap.add_argument("--source", action="store_true", help="read straight from the source (direct)")
     ap.add_argument("--ranks-per-node", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=3)

@@ -3,13 +3,15 @@
     python3 -m epochfs.lab.paper_plot FILE.json --png DIR [--table]
 
 - lab-paper-loading.png: steady-state loading time (mean of epochs 2..E) vs p, measured points
-  over the model's lines (solid: with the ingest term D/U1, dotted: the I/O terms only), one
-  colour per case; hollow markers: taken with the CPU saturated;
+  over the model's lines (solid: with the ingest term D/U_p, dashed: with D/U1 at every p,
+  dotted: the I/O terms only), one colour per case; hollow markers: taken with the CPU
+  saturated;
 - lab-paper-link.png: link bytes per epoch (steady state, in D) per case and p;
 - lab-paper-source.png: source bytes per epoch (in D) per case, one panel per p.
 matplotlib for the pictures; the table is plain text. The model's figures are recomputed from
-the file's rates and runs (epochfs.lab.paper_model.apply_model: U1 from its p = 1 runs), so files
-written before the ingest term get it too.
+the file's rates and runs (epochfs.lab.paper_model.apply_model: U1 from its p = 1 runs, U_p from
+its `owned` epochs), so files written before the ingest term get it too; files without `owned`
+epochs get D/U1 at every p.
 """
 
 import argparse
@@ -24,23 +26,24 @@ COLOURS = {"direct": "tab:red", "local": "tab:orange", "cluster": "tab:blue",
 
 
 def steady(doc):
-    """{(case, p): {"seconds", "model", "model_io", "link", "source", "saturated"}} over
-    epochs >= 2."""
+    """{(case, p): {"seconds", "model", "model_u1", "model_io", "link", "source", "saturated"}}
+    over epochs >= 2."""
     out = {}
     for r in doc["runs"]:
         if r["epoch"] < 2:
             continue
         k = (r["case"], r["nodes"])
-        s = out.setdefault(k, {"seconds": [], "model": [], "model_io": [], "link": [], "source": [],
-                               "saturated": False})
+        s = out.setdefault(k, {"seconds": [], "model": [], "model_u1": [], "model_io": [],
+                               "link": [], "source": [], "saturated": False})
         s["seconds"].append(r["seconds"])
         s["model"].append(r["model_seconds"])
+        s["model_u1"].append(r.get("model_seconds_u1", r["model_seconds"]))
         s["model_io"].append(r.get("model_seconds_io", r["model_seconds"]))
         s["link"].append(r["link_bytes"])
         s["source"].append(r["source_bytes"])
         s["saturated"] |= bool(r["cpu_saturated"])
     for s in out.values():
-        for f in ("seconds", "model", "model_io", "link", "source"):
+        for f in ("seconds", "model", "model_u1", "model_io", "link", "source"):
             s[f] = sum(s[f]) / len(s[f])
     return out
 
@@ -61,17 +64,17 @@ def table(doc, out=sys.stdout):
 
 
 def summary(doc, out=sys.stdout):
-    """One row per (p, case): seconds per epoch, the model's steady state (with D/U1) and the
-    ratio, the I/O terms alone,
+    """One row per (p, case): seconds per epoch, the model's steady state (with D/U_p) and the
+    ratio, the ratio to the model with D/U1 at every p, the I/O terms alone,
     source bytes per epoch and link bytes (steady) in D, the RAM-tier shrinks of all nodes per
     epoch (the memory watcher; "-" in files from before it was counted), the highest CPU busy
     share."""
     d = doc["dataset_bytes"]
     w = out.write
-    w("| p | case | seconds, epoch 1 / 2 / 3 | model, epochs 2+ | measured / model | I/O only | "
-      "source (D), epoch 1 / 2 / 3 | link (D), epochs 2+ | tier shrinks, epoch 1 / 2 / 3 | "
-      "CPU busy (max) |\n")
-    w("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+    w("| p | case | seconds, epoch 1 / 2 / 3 | model, epochs 2+ | measured / model | "
+      "measured / model with D/U1 | I/O only | source (D), epoch 1 / 2 / 3 | link (D), epochs 2+ | "
+      "tier shrinks, epoch 1 / 2 / 3 | CPU busy (max) |\n")
+    w("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
     st = steady(doc)
     seen = []
     for r in doc["runs"]:
@@ -84,10 +87,11 @@ def summary(doc, out=sys.stdout):
         sat = [str(r["epoch"]) for r in rs if r["cpu_saturated"]]
         shrinks = " / ".join("-" if r.get("pressure_shrinks") is None
                              else str(sum(n or 0 for n in r["pressure_shrinks"])) for r in rs)
-        w("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %.0f %%%s |\n" % (
+        w("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f %%%s |\n" % (
             p, c, " / ".join("%.1f" % r["seconds"] for r in rs),
             "%.2f" % s["model"] if s else "-",
             "%.2f" % (s["seconds"] / s["model"]) if s and s["model"] > 0.05 else "-",
+            "%.2f" % (s["seconds"] / s["model_u1"]) if s and s["model_u1"] > 0.05 else "-",
             "%.2f" % s["model_io"] if s else "-",
             " / ".join("%.3f" % (r["source_bytes"] / d) for r in rs),
             "%.3f" % (s["link"] / d) if s else "-", shrinks, 100 * busy,
@@ -110,6 +114,7 @@ def plot(doc, directory):
         xs = [p for p in ps if (c, p) in st]
         ax.plot(xs, [st[(c, p)]["model"] for p in xs], "-", color=COLOURS[c], alpha=0.6,
                 label="%s: model" % c)
+        ax.plot(xs, [st[(c, p)]["model_u1"] for p in xs], "--", color=COLOURS[c], alpha=0.35)
         ax.plot(xs, [st[(c, p)]["model_io"] for p in xs], ":", color=COLOURS[c], alpha=0.5)
         for p in xs:
             s = st[(c, p)]
@@ -117,7 +122,8 @@ def plot(doc, directory):
                     markerfacecolor="none" if s["saturated"] else COLOURS[c], markersize=8)
         ax.plot([], [], "o", color=COLOURS[c], label="%s: measured" % c)
     ax.plot([], [], "o", color="grey", markerfacecolor="none", label="CPU saturated")
-    ax.plot([], [], ":", color="grey", label="model without D/U1 (I/O only)")
+    ax.plot([], [], "--", color="grey", label="model with D/U1 at every p")
+    ax.plot([], [], ":", color="grey", label="model without the ingest term (I/O only)")
     ax.set_xscale("log", base=2)
     ax.set_xticks(ps)
     ax.set_xticklabels([str(p) for p in ps])
@@ -195,6 +201,11 @@ def main(argv=None):
                                       doc["rates"]["D_over_U1_s"], u["from"], u["case"],
                                       u["epochs"]) if u else "not measured: the model is the"
                                    " I/O terms only"))
+    up = {p: v for p, v in doc["rates"]["U_by_nodes"].items() if p != "1"}
+    if up:
+        sys.stderr.write("U_p (owned epochs): %s\n" % ", ".join(
+            "p = %s %.1f MiB/s (D/U_p = %.2f s)" % (p, v / 2**20, doc["dataset_bytes"] / v)
+            for p, v in sorted(up.items(), key=lambda kv: int(kv[0]))))
     if a.table:
         table(doc)
     if a.summary:

@@ -115,8 +115,8 @@ void PlacementTable::balanceCounts(const std::vector<FileBytes>& order,
   for (size_t f = 0, at = 0; f < order.size() && at < ids_.size(); ++f)
     if (order[f].fileId == ids_[at]) bytesOf[at++] = static_cast<double>(order[f].bytes);
 
-  // A move: slot `slot` (file slot / k_) from its owner to `to`, where `to`
-  // scores `closeness` of the owner's score for that file.
+  // A move: owner slot `slot` (of file slot / k_) goes to node index `to`,
+  // whose score for that file is `closeness` times its current owner's.
   struct Move {
     double closeness;
     size_t slot;

@@ -9,7 +9,7 @@
 // Why: on the VM this runs on, memory the process has never touched costs more
 // than the read itself. An O_DIRECT read of ~110 KB into a fresh buffer took
 // 800-1,050 us and the XXH3 pass over it 140-166 us, against 211-323 us and
-// 7-23 us into a buffer used before (tools/fresh-memory-check,
+// 7-23 us into a buffer used before (tools/bench/fresh-memory-check,
 // docs/PERFORMANCE.md "The cold path"). Every chunk above 128 KiB is a mapping
 // of its own (memory_limit.h boundAllocatorRetention), so each one's free is a
 // munmap and the next allocation faults every page again; smaller ones land

@@ -7,7 +7,7 @@
 // never used costs far more than the read that fills it: an O_DIRECT read of a
 // ~110 KB file into a fresh aligned_alloc buffer took 2,900-3,200 us and the
 // XXH3 pass over it 170-190 us; into memory carved from a MADV_HUGEPAGE region
-// 140-240 us and 6 us (tools/fresh-memory-check, docs/PERFORMANCE.md "The
+// 140-240 us and 6 us (tools/bench/fresh-memory-check, docs/PERFORMANCE.md "The
 // cold path"). A first epoch that fills a RAM tier frees nothing for the
 // chunk-buffer pool to recycle: slabs make its fresh memory one fault per
 // 2 MiB instead of 512.

@@ -1,4 +1,4 @@
-// Locality-aware loading on a real cluster: `tools/cluster-bench locality`
+// Locality-aware loading on a real cluster: `tools/bench/cluster-bench locality`
 // starts 4 epochfs daemons on loopback (UCX tcp) and 8 torch ranks (2 per
 // node, each reading an ImageFolder through its node's mount with a real
 // DataLoader), and measures one epoch's network bytes from the daemons'
@@ -20,7 +20,7 @@ class LocalityClusterTest : public MountTest {
   }
   nlohmann::json runBench(const std::string& bench, const std::vector<std::string>& extra) {
     std::vector<std::string> argv = {"/usr/bin/python3",
-                                     std::string(EPOCHFS_SOURCE_DIR) + "/tools/cluster-bench",
+                                     std::string(EPOCHFS_SOURCE_DIR) + "/tools/bench/cluster-bench",
                                      bench,
                                      "--json",
                                      "--workdir",

@@ -7,7 +7,7 @@ import sys
 import time
 import unittest
 
-from epochfs.bench.bench_env import is_mounted  # noqa: F401  (re-exported for the tests)
+from epochfs_bench.bench_env import is_mounted  # noqa: F401  (re-exported for the tests)
 
 SKIP = 77  # CTest's SKIP_RETURN_CODE for the Python tests
 

@@ -1,5 +1,5 @@
 """The one benchmark environment (`epochbench env`) through its Python client
-(epochfs.bench.bench_env.ThrottledSource), as tools/train-bench uses it.
+(epochfs_bench.bench_env.ThrottledSource), as tools/bench/train-bench uses it.
 
 Pass criterion: the dataset is copied byte for byte under the source's root; a reader in the
 throttled cgroup reading an 8 MiB file with the page cache dropped takes at least 3/4 of
@@ -21,10 +21,10 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "../../tools/python"))
+sys.path[:0] = [os.path.join(HERE, d) for d in ("../../tools/python", "../../tools/bench/python")]
 
 import itest_support  # noqa: E402
-from epochfs.bench.bench_env import ThrottledSource, find_binary, is_mounted  # noqa: E402
+from epochfs_bench.bench_env import ThrottledSource, find_binary, is_mounted  # noqa: E402
 
 RATE = 4 << 20
 

@@ -127,7 +127,7 @@ class InstallTest(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(r.stderr.strip(), "")
             self.assertIn(page.upper() + "(1)", r.stdout)
-        check = run([os.path.join(SOURCE_DIR, "tools", "check-man-pages"), BIN_DIR,
+        check = run([os.path.join(SOURCE_DIR, "tools", "check", "man-pages"), BIN_DIR,
                      os.path.join(SOURCE_DIR, "docs", "man")])
         self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
 

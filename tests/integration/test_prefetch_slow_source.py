@@ -20,7 +20,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = os.environ.get("EPOCHFS_BIN_DIR", os.path.join(HERE, "../../build/bin"))
-sys.path.insert(0, os.path.join(HERE, "../../tools/python"))
+sys.path[:0] = [os.path.join(HERE, d) for d in ("../../tools/python", "../../tools/bench/python")]
 
 
 def stats(mnt):

@@ -16,7 +16,7 @@ import time
 import unittest
 
 BIN = os.environ.get("EPOCHFS_BIN_DIR", os.path.join(os.path.dirname(__file__), "../../build/bin"))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../tools/python"))
+sys.path[:0] = [os.path.join(os.path.dirname(__file__), d) for d in ("../../tools/python", "../../tools/bench/python")]
 
 
 def stats(mnt):

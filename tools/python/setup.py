@@ -23,7 +23,7 @@ VERSION, API = _cmake()
 
 
 class UserApiOnly(build_py):
-    """Only the user API: the harness (epochfs.bench, epochfs.lab) is no listed package."""
+    """Only the modules EPOCHFS_PYTHON_API lists (the instruments live in tools/bench/python)."""
 
     def find_package_modules(self, package, package_dir):
         return [m for m in super().find_package_modules(package, package_dir)

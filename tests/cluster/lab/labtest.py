@@ -11,12 +11,12 @@ import subprocess
 import sys
 import unittest
 
-from epochfs.lab import lab as lab_mod
-from epochfs.lab.down import down
+from epochfs_lab import lab as lab_mod
+from epochfs_lab.down import down
 
 SKIP = 77  # CTest's SKIP_RETURN_CODE
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-CLUSTER_LAB = os.path.join(REPO, "tools", "cluster-lab")
+CLUSTER_LAB = os.path.join(REPO, "tools", "bench", "cluster-lab")
 WORKDIR = os.environ.get("EPOCHFS_LAB_TEST_DIR", "/var/tmp")
 
 
@@ -49,7 +49,7 @@ def fresh_root(name):
 
 
 def cluster_lab(*args, check=True, timeout=300):
-    """Runs tools/cluster-lab; returns the CompletedProcess (text)."""
+    """Runs tools/bench/cluster-lab; returns the CompletedProcess (text)."""
     r = subprocess.run([CLUSTER_LAB, *args], capture_output=True, text=True, timeout=timeout)
     if check and r.returncode != 0:
         raise AssertionError("cluster-lab %s: exit %d\n%s%s" % (" ".join(args), r.returncode, r.stdout, r.stderr))

@@ -2,11 +2,11 @@
 """The training job's data loading in the lab's Slurm tests, one task per node (srun): this
 rank's share of each epoch as torch's DistributedSampler gives it (a seeded permutation per
 epoch, padded to a multiple of the world size, every world-th index from the rank), each file
-read whole, SHA-1'd and its pages dropped (epochfs.lab.reader.read_one: a later read asks
+read whole, SHA-1'd and its pages dropped (epochfs_lab.reader.read_one: a later read asks
 epochfs again). First waits until the mount's daemon sees all the job's nodes live (`epochctl peers`),
 as a loader should before its first epoch. Writes OUT/rank-R.json:
 {"rank", "world", "host", "root", "env_mount", "epochs": [[[path, bytes, sha1], ...], ...]}.
-Standard library and epochfs.lab.reader (torch is not installed here)."""
+Standard library and epochfs_lab.reader (torch is not installed here)."""
 
 import argparse
 import json
@@ -18,8 +18,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))), "tools", "python"))
-from epochfs.lab.reader import read_one  # noqa: E402
+    os.path.abspath(__file__))))), "tools", "bench", "python"))
+from epochfs_lab.reader import read_one  # noqa: E402
 
 
 def distributed_indices(n, rank, world, seed, epoch):

@@ -9,10 +9,10 @@ import shutil
 import unittest
 
 import labtest
-from epochfs.lab import node as lab_node, slurm as lab_slurm, workload as lab_workload
-from epochfs.lab.lab import Lab
-from epochfs.lab.down import down
-from epochfs.lab.util import LabError, read_text
+from epochfs_lab import node as lab_node, slurm as lab_slurm, workload as lab_workload
+from epochfs_lab.lab import Lab
+from epochfs_lab.down import down
+from epochfs_lab.util import LabError, read_text
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 READER = os.path.join(HERE, "slurm_reader.py")

@@ -3,13 +3,13 @@
 node, not of the host), 2,000 files of 150-400 KiB. Epoch 1 reads <= 1.01 D from the source
 (inotify; the loop device's counter beside it), epoch 2 nothing, the bytes on the nodes' veths
 are (p-1)/p of what the nodes read within 10 %, and every read has the source's bytes
-(epochfs.lab.capacity; `cluster-lab capacity` prints the same figures)."""
+(epochfs_lab.capacity; `cluster-lab capacity` prints the same figures)."""
 
 import os
 import unittest
 
 import labtest
-from epochfs.lab import capacity as lab_capacity
+from epochfs_lab import capacity as lab_capacity
 
 
 class LabCapacityTest(unittest.TestCase):

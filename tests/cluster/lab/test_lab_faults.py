@@ -14,9 +14,9 @@ import time
 import unittest
 
 import labtest
-from epochfs.lab import fault as lab_fault, workload as lab_workload
-from epochfs.lab.lab import Lab
-from epochfs.lab.down import down
+from epochfs_lab import fault as lab_fault, workload as lab_workload
+from epochfs_lab.lab import Lab
+from epochfs_lab.down import down
 
 PEER_TIMEOUT_S = 2.0  # epochfs's default --peer-timeout, which the lab keeps
 READ_MARGIN_S = 5.0  # the source's time for a file, generously, on a saturated 2-core VM

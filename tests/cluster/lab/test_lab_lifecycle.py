@@ -1,4 +1,4 @@
-"""tools/cluster-lab up / status / exec / down on 4 nodes: the nodes look like nodes (own
+"""tools/bench/cluster-lab up / status / exec / down on 4 nodes: the nodes look like nodes (own
 hostname, address, interfaces, memory limit the daemon sizes itself from), and `down` leaves no
 namespace, link, mount, loop device, cgroup, process or file behind — after a clean run, after
 every lab process was SIGKILLed mid-run, and after `up` itself was SIGKILLed; `down` twice is
@@ -13,7 +13,7 @@ import time
 import unittest
 
 import labtest
-from epochfs.lab import workload as lab_workload
+from epochfs_lab import workload as lab_workload
 
 
 def cpu_quota(dirs):

@@ -12,9 +12,9 @@ import time
 import unittest
 
 import labtest
-from epochfs.lab import workload as lab_workload
-from epochfs.lab.state import LabState
-from epochfs.lab.util import read_text
+from epochfs_lab import workload as lab_workload
+from epochfs_lab.state import LabState
+from epochfs_lab.util import read_text
 
 
 def _argv(pid):

@@ -11,8 +11,8 @@ import os
 
 import labtest
 import slurmtest
-from epochfs.lab import workload as lab_workload
-from epochfs.lab.util import read_text
+from epochfs_lab import workload as lab_workload
+from epochfs_lab.util import read_text
 
 JOB = """#!/bin/bash
 set -e

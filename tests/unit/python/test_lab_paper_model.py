@@ -1,8 +1,8 @@
-"""Unit tests for epochfs.lab.paper_model (the model's figure per epoch of `cluster-lab paper`,
+"""Unit tests for epochfs_lab.paper_model (the model's figure per epoch of `cluster-lab paper`,
 with the measured ingest term D/U_p, D/U1 where U_p is not measured), the `owned` epochs that
-measure U_p (epochfs.lab.paper.owned_indices) and epochfs.model's --from-lab inputs.
+measure U_p (epochfs_lab.paper.owned_indices) and epochfs.model's --from-lab inputs.
 
-Run: PYTHONPATH=tools/python /usr/bin/python3 -m unittest -v tests/unit/python/test_lab_paper_model.py
+Run: cd tests/unit/python && /usr/bin/python3 -m unittest -v test_lab_paper_model.py
 Standard library only.
 """
 
@@ -12,15 +12,11 @@ import sys
 import tempfile
 import unittest
 
-try:
-    import epochfs  # noqa: F401
-except ImportError:  # run without PYTHONPATH: use this checkout's tools/python
-    _here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.join(_here, "..", "..", "..", "tools", "python"))
+import checkout_paths  # noqa: F401,E402  (this checkout's tools/python and tools/bench/python)
 
 from epochfs import model  # noqa: E402
-from epochfs.lab.paper import owned_indices  # noqa: E402
-from epochfs.lab.paper_model import apply_model, ingest_rate, model_seconds  # noqa: E402
+from epochfs_lab.paper import owned_indices  # noqa: E402
+from epochfs_lab.paper_model import apply_model, ingest_rate, model_seconds  # noqa: E402
 
 D = 1000.0   # bytes
 R = 100.0    # source bytes/s: D/R = 10 s

@@ -1,10 +1,10 @@
-"""Unit tests for epochfs.lab.reader --serve (the lab's ranks that live across epochs,
-epochfs.lab.ranks): ready, one round per "LIST<TAB>OUT" line with every read's record and a done
+"""Unit tests for epochfs_lab.reader --serve (the lab's ranks that live across epochs,
+epochfs_lab.ranks): ready, one round per "LIST<TAB>OUT" line with every read's record and a done
 line in OUT, OUT's name on stdout once it is complete, exit at the end of the input; with
 --compute-ms, the training loop's steps and waits in the done line. No lab:
 the reader reads a temporary directory.
 
-Run: PYTHONPATH=tools/python /usr/bin/python3 -m unittest -v tests/unit/python/test_lab_reader_serve.py
+Run: cd tests/unit/python && /usr/bin/python3 -m unittest -v test_lab_reader_serve.py
 Standard library only.
 """
 
@@ -17,7 +17,9 @@ import sys
 import tempfile
 import unittest
 
-PYTHON_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tools", "python")
+from checkout_paths import REPO  # noqa: E402
+
+PYTHON_DIR = os.pathsep.join([os.path.join(REPO, "tools", "bench", "python"), os.path.join(REPO, "tools", "python")])
 
 
 class ReaderServe(unittest.TestCase):
@@ -40,7 +42,7 @@ class ReaderServe(unittest.TestCase):
     def serving(self, *options):
         """A reader --serve process with 2 threads (and `options`): checks it says ready, and
         that it exits 0 once its input is closed after the body."""
-        proc = subprocess.Popen([sys.executable, "-m", "epochfs.lab.reader", "--root", self.root, "--serve",
+        proc = subprocess.Popen([sys.executable, "-m", "epochfs_lab.reader", "--root", self.root, "--serve",
                                  "--threads", "2", *options], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 text=True, env=dict(os.environ, PYTHONPATH=PYTHON_DIR))
         try:
@@ -95,7 +97,7 @@ class ReaderServe(unittest.TestCase):
     # (exit 2), not a hang.
     def test_training_loop_bad_options(self):
         for extra in (["--compute-ms", "-1"], ["--compute-ms", "5", "--until", "/nonexistent"]):
-            r = subprocess.run([sys.executable, "-m", "epochfs.lab.reader", "--root", self.root,
+            r = subprocess.run([sys.executable, "-m", "epochfs_lab.reader", "--root", self.root,
                                 "--list", "/dev/null"] + extra, capture_output=True, text=True,
                                env=dict(os.environ, PYTHONPATH=PYTHON_DIR), timeout=30)
             self.assertEqual(r.returncode, 2, extra)

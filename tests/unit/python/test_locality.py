@@ -1,6 +1,6 @@
 """Unit tests for epochfs.locality (LocalityAwareSampler and its balancing) and epochfs.model.
 
-Run: cd tests/unit/python && PYTHONPATH=../../../tools/python /usr/bin/python3 -m unittest -v test_locality
+Run: cd tests/unit/python && /usr/bin/python3 -m unittest -v test_locality
 Sampler tests skip where torch is missing; balancing and model tests need only the standard
 library (the simulator tests need numpy).
 """
@@ -12,11 +12,7 @@ import random
 import sys
 import unittest
 
-try:
-    import epochfs  # noqa: F401
-except ImportError:  # run without PYTHONPATH: use this checkout's tools/python
-    _here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.join(_here, "..", "..", "..", "tools", "python"))
+import checkout_paths  # noqa: F401,E402  (this checkout's tools/python and tools/bench/python)
 
 from epochfs import locality  # noqa: E402
 from epochfs.locality import UNCACHED, assign_global_batch, greedy_transfers  # noqa: E402

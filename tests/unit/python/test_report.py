@@ -1,7 +1,7 @@
-"""Tests of epochfs.bench.report's peers and cluster pictures (`tools/train-bench report --peers /
+"""Tests of epochfs_bench.report's peers and cluster pictures (`tools/bench/train-bench report --peers /
 --cluster`), from small hand-written result documents.
 
-Run: cd tests/unit/python && PYTHONPATH=../../../tools/python /usr/bin/python3 -m unittest -v test_report
+Run: cd tests/unit/python && /usr/bin/python3 -m unittest -v test_report
 The tables need only the standard library; the pictures skip without matplotlib.
 """
 
@@ -12,15 +12,10 @@ import sys
 import tempfile
 import unittest
 
-try:
-    import epochfs  # noqa: F401
-except ImportError:  # run without PYTHONPATH: use this checkout's tools/python
-    _here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.join(_here, "..", "..", "..", "tools", "python"))
+from checkout_paths import REPO  # noqa: E402  (this checkout's tools/python and tools/bench/python on sys.path)
 
-from epochfs.bench import report  # noqa: E402
+from epochfs_bench import report  # noqa: E402
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 try:
@@ -63,7 +58,7 @@ def assert_report_png(test, flag, doc, png):
         path = os.path.join(tmp, "doc.json")
         with open(path, "w") as f:
             json.dump(doc, f)
-        subprocess.run([sys.executable, os.path.join(REPO, "tools", "train-bench"), "report",
+        subprocess.run([sys.executable, os.path.join(REPO, "tools", "bench", "train-bench"), "report",
                         flag, path, "--png", os.path.join(tmp, "img")], check=True,
                        capture_output=True)
         with open(os.path.join(tmp, "img", png), "rb") as f:

@@ -3,7 +3,7 @@ ShuffleAwareSampler, against a fake admin server (a Unix socket thread) and a fa
 temporary directory carrying the admin xattr, or a patched xattr lookup where the file system
 has no user xattrs). No daemon, no FUSE.
 
-Run: cd tests/unit/python && PYTHONPATH=../../../tools/python /usr/bin/python3 -m unittest -v
+Run: cd tests/unit/python && /usr/bin/python3 -m unittest -v
 Sampler tests skip where torch is missing; admin tests need only the standard library.
 """
 
@@ -20,11 +20,7 @@ import threading
 import unittest
 import warnings
 
-try:
-    import epochfs  # noqa: F401
-except ImportError:  # run without PYTHONPATH: use this checkout's tools/python
-    _here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.join(_here, "..", "..", "..", "tools", "python"))
+import checkout_paths  # noqa: F401,E402  (this checkout's tools/python and tools/bench/python)
 
 from epochfs import admin  # noqa: E402
 

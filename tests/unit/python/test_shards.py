@@ -1,6 +1,6 @@
-"""Tests of epochfs.bench.shards and `tools/train-bench gen --jpeg --shards` (WebDataset tar shards).
+"""Tests of epochfs_bench.shards and `tools/bench/train-bench gen --jpeg --shards` (WebDataset tar shards).
 
-Run: cd tests/unit/python && PYTHONPATH=../../../tools/python /usr/bin/python3 -m unittest -v test_shards
+Run: cd tests/unit/python && /usr/bin/python3 -m unittest -v test_shards
 Needs numpy and PIL (the JPEG generator); skips without them.
 """
 
@@ -11,15 +11,10 @@ import tarfile
 import tempfile
 import unittest
 
-try:
-    import epochfs  # noqa: F401
-except ImportError:  # run without PYTHONPATH: use this checkout's tools/python
-    _here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.join(_here, "..", "..", "..", "tools", "python"))
+from checkout_paths import REPO  # noqa: E402  (this checkout's tools/python and tools/bench/python on sys.path)
 
-from epochfs.bench import shards  # noqa: E402
+from epochfs_bench import shards  # noqa: E402
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 
 try:
     import numpy  # noqa: F401
@@ -36,7 +31,7 @@ class GenShardsTest(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory(prefix="test-shards-")
         cls.data = os.path.join(cls.tmp.name, "data")
         # 3 classes x 4 JPEGs (~110 KB each), shards of 1 MB: 4 shards, the last one partial.
-        subprocess.run([sys.executable, os.path.join(REPO, "tools", "train-bench"), "gen", cls.data,
+        subprocess.run([sys.executable, os.path.join(REPO, "tools", "bench", "train-bench"), "gen", cls.data,
                         "--jpeg", "--classes", "3", "--per-class", "4", "--shards", "--shard-mb", "1"],
                        check=True, capture_output=True)
         cls.shard_dir = cls.data + ".shards"

@@ -1,6 +1,6 @@
 """Unit tests for epochfs.threaded_fetch.ThreadedFetch (batched fetch on a thread pool).
 
-Run: cd tests/unit/python && PYTHONPATH=../../../tools/python /usr/bin/python3 -m unittest -v test_threaded_fetch
+Run: cd tests/unit/python && /usr/bin/python3 -m unittest -v test_threaded_fetch
 Skips where torch is missing.
 """
 
@@ -11,11 +11,7 @@ import threading
 import time
 import unittest
 
-try:
-    import epochfs  # noqa: F401
-except ImportError:  # run without PYTHONPATH: use this checkout's tools/python
-    _here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.join(_here, "..", "..", "..", "tools", "python"))
+import checkout_paths  # noqa: F401,E402  (this checkout's tools/python and tools/bench/python)
 
 try:
     import torch

@@ -45,7 +45,7 @@ TEST(PeerAuth, ProofsBindSecretNoncesRolesAndNodes) {
 }
 
 // Pass: a tag verifies only for the same key, direction, counter, header and
-// bytes (one flipped bit fails). Its cost: tools/peerbench/mac_bench.cc.
+// bytes (one flipped bit fails). Its cost: tools/bench/peerbench/mac_bench.cc.
 TEST(PeerAuth, PayloadMacDetectsAnyChange) {
   PayloadMac mac(sessionKey("k-k-k-k-k-k-k-k-k", randomNonce(), randomNonce()));
   std::vector<char> data(1 << 20, 'x');

@@ -4,7 +4,7 @@
 ``epochfs.torch``  ``ShuffleAwareSampler``: a DistributedSampler that tells the mount the
                    epoch's order (imports torch; import it explicitly).
 
-The benchmark harness (``epochfs.bench``, the lab's ``epochfs.lab``) is not part of this API
+The benchmark harness (``epochfs_bench``, the lab's ``epochfs_lab``) is not part of this API
 and not installed with it: tools/python/README.md.
 """
 

@@ -52,7 +52,7 @@ class Inputs:
     U: float = 2500.0     # decode + augment rate of one node
     a: float = 1.0        # cached fraction of the dataset
     N: float = 3000.0     # peer receive rate of one node (315 MiB/s of 110 KB files:
-                          # tools/cluster-bench on this VM, docs/CLUSTER.md)
+                          # tools/bench/cluster-bench on this VM, docs/CLUSTER.md)
     b: float = 0.035      # balancing fraction (simulate() gives it)
 
 
@@ -224,7 +224,7 @@ def plot(rows, path, title):
 
 
 def from_lab_argv(argv):
-    """tools/epochfs-model's --from-lab FILE: argv with it replaced by --D/--R/--N/--U from the
+    """tools/bench/epochfs-model's --from-lab FILE: argv with it replaced by --D/--R/--N/--U from the
     file (lab_inputs; given later on the line, they still win) and, when U was measured,
     --decode-all (the lab's U is reading the dataset through the mount, which every strategy
     pays), and a line saying so."""
@@ -253,7 +253,7 @@ def lab_inputs(path):
     rate as read); N = the median per-node receive rate of `cluster` in epochs 2+ at p >= 2
     (link bytes / p / seconds, in files of the dataset's mean size); U = U1, the rate one node
     ingests the dataset with every byte local (the p = 1 `cluster` epochs 2+, else `local`,
-    else the file's calibration run: epochfs.lab.paper_model.ingest_rate). The lab's nodes
+    else the file's calibration run: epochfs_lab.paper_model.ingest_rate). The lab's nodes
     share one machine's cores, so there the term is D/U1 at every p; here U1 is one node's U of
     a cluster whose nodes each have their own (D/(p·U1))."""
     import json

@@ -14,8 +14,8 @@
 //
 // Why holes are reused, never handed back piecewise: MADV_DONTNEED on part of
 // a huge page frees nothing until the whole 2 MiB goes or memory pressure
-// splits it (docs/PERFORMANCE.md "Tried, not kept": VmRSS fell while MemFree
-// did not). So a released piece stays resident as a hole, and the next carve
+// splits it (measured: after such frees VmRSS fell while MemFree did
+// not). So a released piece stays resident as a hole, and the next carve
 // takes the smallest hole that fits (best fit, lowest address among equals);
 // neighbouring holes of one slab merge, and a slab that is all hole is
 // unmapped (whole, so its huge page really goes) once the holes pass the

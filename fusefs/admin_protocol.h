@@ -3,7 +3,8 @@
 // `user.epochfs.admin`. Each message (either direction) is a 4-byte
 // little-endian length followed by that many bytes of UTF-8 JSON, at most
 // kMaxMessageBytes. A request is {"cmd": NAME, ...}; a reply is
-// {"ok": true, ...} or {"ok": false, "error": MESSAGE}.
+// {"ok": true, ...} or {"ok": false, "code": CODE, "error": MESSAGE}.
+// The counters clients read are named in fusefs/admin_counters.h.
 // Header-only and dependency-free so tools can include it.
 #pragma once
 
@@ -16,6 +17,8 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+
+#include "fusefs/admin_counters.h"
 
 namespace epochfs::admin {
 
@@ -69,6 +72,21 @@ inline constexpr const char* kCommands[] = {
     kCmdLs,         kCmdWarmAdd,     kCmdWarmStart,   kCmdWarmProgress, kCmdEvict,
     kCmdOrderBegin, kCmdOrderAppend, kCmdOrderCommit, kCmdOrderClear,   kCmdChunkShards,
     kCmdSchema};
+
+// Error codes: the "code" of an {"ok": false} reply, every one here (the
+// daemon's AdminError, the C++ and Python clients use these; CTest
+// `admin-command-names` checks the tree for literals and the Python twins
+// ERR_*). Meanings: docs/ADMIN.md.
+inline constexpr const char* kErrPermissionDenied = "permission_denied";
+inline constexpr const char* kErrInvalid = "invalid";
+inline constexpr const char* kErrNotFound = "not_found";
+inline constexpr const char* kErrTooLarge = "too_large";
+inline constexpr const char* kErrUnavailable = "unavailable";
+inline constexpr const char* kErrFailed = "failed";      // a Status with no closer code
+inline constexpr const char* kErrInternal = "internal";  // the reply did not fit a message
+inline constexpr const char* kErrorCodes[] = {kErrPermissionDenied, kErrInvalid,     kErrNotFound,
+                                              kErrTooLarge,         kErrUnavailable, kErrFailed,
+                                              kErrInternal};
 
 namespace detail {
 inline bool writeAll(int fd, const char* p, size_t n) {

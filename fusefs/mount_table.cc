@@ -24,9 +24,11 @@ std::vector<MountEntry> MountTable::parse(std::istream& in) {
     const auto dash = std::find(f.begin(), f.end(), "-");
     if (f.size() < 6 || dash == f.end() || dash - f.begin() < 6 || f.end() - dash < 4) continue;
     MountEntry e;
+    e.mountId = std::atoi(f[0].c_str());
     e.device = f[2];
     e.root = unescape(f[3]);
     e.mountPoint = unescape(f[4]);
+    e.mountOptions = f[5];
     e.fstype = *(dash + 1);
     e.source = unescape(*(dash + 2));
     e.superOptions = *(dash + 3);

@@ -78,7 +78,7 @@ AdminError AdminError::from(const cache::Status& s) {
     case C::kInvalidArgument:
       return invalid(s.message());
     default:
-      return AdminError("failed", s.toString());
+      return AdminError(admin::kErrFailed, s.toString());
   }
 }
 
@@ -227,9 +227,9 @@ void AdminServer::acceptLoop() {
     }
     // Flood: refuse rather than queue (one small reply, never blocking).
     counters_.refused.fetch_add(1, std::memory_order_relaxed);
-    const std::string msg =
-        errorReply("unavailable", "too many admin connections (" + std::to_string(kMaxConnections) +
-                                      " open); try again");
+    const std::string msg = errorReply(
+        admin::kErrUnavailable,
+        "too many admin connections (" + std::to_string(kMaxConnections) + " open); try again");
     const uint32_t n = static_cast<uint32_t>(msg.size());
     unsigned char hdr[4] = {static_cast<unsigned char>(n), static_cast<unsigned char>(n >> 8), 0,
                             0};
@@ -261,10 +261,11 @@ AdminServer::Received AdminServer::receive(int fd, std::string& out, uint32_t* a
 void AdminServer::refuseOversized(int fd, uint32_t announced) {
   counters_.oversized.fetch_add(1, std::memory_order_relaxed);
   counters_.errors.fetch_add(1, std::memory_order_relaxed);
-  admin::sendMessage(fd, errorReply("too_large", "message of " + std::to_string(announced) +
-                                                     " bytes exceeds the " +
-                                                     std::to_string(admin::kMaxMessageBytes) +
-                                                     "-byte cap; closing the connection"));
+  admin::sendMessage(fd,
+                     errorReply(admin::kErrTooLarge, "message of " + std::to_string(announced) +
+                                                         " bytes exceeds the " +
+                                                         std::to_string(admin::kMaxMessageBytes) +
+                                                         "-byte cap; closing the connection"));
   shutdown(fd, SHUT_WR);
   // Discard what the client is still sending (bounded in bytes and time), so
   // it gets to read the reply instead of a reset.
@@ -336,17 +337,18 @@ std::string AdminServer::dispatch(const std::string& message, AdminSession& sess
     code = e.code();
     reply = {{"ok", false}, {"code", e.code()}, {"error", e.what()}};
   } catch (const std::exception& e) {
-    code = "invalid";
+    code = admin::kErrInvalid;
     reply = {{"ok", false}, {"code", code}, {"error", e.what()}};
   }
   if (!code.empty()) {
     counters_.errors.fetch_add(1, std::memory_order_relaxed);
-    if (code == "permission_denied") counters_.denied.fetch_add(1, std::memory_order_relaxed);
+    if (code == admin::kErrPermissionDenied)
+      counters_.denied.fetch_add(1, std::memory_order_relaxed);
   }
   std::string out = reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (out.size() > admin::kMaxMessageBytes) {
     spdlog::error("admin: reply to {} too large ({} bytes)", message.substr(0, 40), out.size());
-    out = errorReply("internal", "reply too large");
+    out = errorReply(admin::kErrInternal, "reply too large");
   }
   return out;
 }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "cache/status.h"
+#include "fusefs/admin_protocol.h"
 
 namespace epochfs::fusefs {
 
@@ -52,7 +53,8 @@ struct AdminSession {
 };
 
 // Thrown by handlers for a refusal; the reply carries {"ok": false, "error":
-// what(), "code": code()}. Other std::exceptions reply with code "invalid".
+// what(), "code": code()}, code() one of admin::kErrorCodes. Other
+// std::exceptions reply with admin::kErrInvalid.
 class AdminError : public std::runtime_error {
  public:
   AdminError(std::string code, const std::string& message)
@@ -60,12 +62,14 @@ class AdminError : public std::runtime_error {
   const std::string& code() const { return code_; }
 
   static AdminError permissionDenied(const std::string& m) {
-    return AdminError("permission_denied", "permission denied: " + m);
+    return AdminError(admin::kErrPermissionDenied, "permission denied: " + m);
   }
-  static AdminError invalid(const std::string& m) { return AdminError("invalid", m); }
-  static AdminError notFound(const std::string& m) { return AdminError("not_found", m); }
-  static AdminError tooLarge(const std::string& m) { return AdminError("too_large", m); }
-  static AdminError unavailable(const std::string& m) { return AdminError("unavailable", m); }
+  static AdminError invalid(const std::string& m) { return AdminError(admin::kErrInvalid, m); }
+  static AdminError notFound(const std::string& m) { return AdminError(admin::kErrNotFound, m); }
+  static AdminError tooLarge(const std::string& m) { return AdminError(admin::kErrTooLarge, m); }
+  static AdminError unavailable(const std::string& m) {
+    return AdminError(admin::kErrUnavailable, m);
+  }
   // Maps a Status to the closest code.
   static AdminError from(const cache::Status& s);
 
@@ -79,7 +83,7 @@ struct AdminServerCounters {
   std::atomic<uint64_t> refused{0};      // closed at once: kMaxConnections already open
   std::atomic<uint64_t> requests{0};     // messages dispatched
   std::atomic<uint64_t> errors{0};       // replies with ok=false (denials included)
-  std::atomic<uint64_t> denied{0};       // replies with code permission_denied
+  std::atomic<uint64_t> denied{0};       // replies with kErrPermissionDenied
   std::atomic<uint64_t> oversized{0};    // messages over the cap (connection closed)
   std::atomic<uint64_t> timeouts{0};     // connections closed mid-message or idle
 };

@@ -6,7 +6,7 @@
 // (--ram-cache 64M, 2,000 files of ~110 KB, 2 readers) grew the daemon's RSS
 // from 100 MB after epoch 10 to 116 MB after epoch 41 and still rising, while
 // the tier held 64 MiB throughout; malloc_trim(0) took the heap from 82 to
-// 61 MB (docs/PERFORMANCE.md, "The cold path").
+// 61 MB (tools/bench/soak-bench measures it).
 //
 // Once a `period` the trimmer asks glibc how many free bytes its arenas hold
 // (mallinfo2().fordblks) and, above `slackBytes`, calls malloc_trim(0), which

@@ -22,6 +22,7 @@
 #include <sstream>
 #include <thread>
 
+#include "fusefs/mount_table.h"
 #include "tests/integration/mount_fixture.h"
 
 namespace epochfs::itest {
@@ -96,22 +97,15 @@ class MemoryCgroup {
   // Empty string on success, else why it cannot be made here.
   std::string create(uint64_t limit) {
     std::string v1Mount, v2Mount, v1Path, v2Path;
-    std::ifstream mi("/proc/self/mountinfo");
-    std::string line;
-    while (std::getline(mi, line)) {
-      std::istringstream in(line);
-      std::vector<std::string> f;
-      std::string w;
-      while (in >> w) f.push_back(w);
-      auto dash = std::find(f.begin(), f.end(), "-");
-      if (f.size() < 5 || dash == f.end() || f.end() - dash < 4) continue;
-      if (*(dash + 1) == "cgroup" &&
-          ("," + *(dash + 3) + ",").find(",memory,") != std::string::npos && f[3] == "/") {
-        v1Mount = f[4];
-      } else if (*(dash + 1) == "cgroup2" && f[3] == "/") {
-        v2Mount = f[4];
+    for (const fusefs::MountEntry& m : fusefs::MountTable::read()) {
+      if (m.root != "/") continue;
+      if (m.fstype == "cgroup" && fusefs::MountTable::hasOption(m.superOptions, "memory")) {
+        v1Mount = m.mountPoint;
+      } else if (m.fstype == "cgroup2") {
+        v2Mount = m.mountPoint;
       }
     }
+    std::string line;
     std::ifstream cg("/proc/self/cgroup");
     while (std::getline(cg, line)) {
       const size_t a = line.find(':'), b = line.find(':', a + 1);

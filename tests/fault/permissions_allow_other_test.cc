@@ -15,10 +15,9 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
 #include <functional>
-#include <sstream>
 
+#include "fusefs/mount_table.h"
 #include "tests/integration/mount_fixture.h"
 
 namespace epochfs::itest {
@@ -76,35 +75,16 @@ std::string statOutcome(const std::string& path) {
   return "OK";
 }
 
-// Per-mount and super-block options of `mnt` from /proc/self/mountinfo.
+// Per-mount and super-block options of `mnt`, one comma-separated list.
 std::string mountOptions(const std::string& mnt) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string id, parent, dev, root, point, opts;
-    f >> id >> parent >> dev >> root >> point >> opts;
-    if (point != mnt) continue;
-    const size_t dash = line.find(" - ");
-    std::istringstream tail(line.substr(dash + 3));
-    std::string type, source, superOpts;
-    tail >> type >> source >> superOpts;
-    return opts + " | " + superOpts;
+  for (const fusefs::MountEntry& m : fusefs::MountTable::read()) {
+    if (m.mountPoint == mnt) return m.mountOptions + "," + m.superOptions;
   }
   return "";
 }
 
 bool hasOption(const std::string& opts, const std::string& o) {
-  std::string s = opts;
-  for (char& ch : s) {
-    if (ch == ',' || ch == '|' || ch == ' ') ch = ' ';
-  }
-  std::istringstream in(s);
-  std::string w;
-  while (in >> w) {
-    if (w == o) return true;
-  }
-  return false;
+  return fusefs::MountTable::hasOption(opts, o);
 }
 
 class AllowOtherTest : public MountTest {

@@ -28,6 +28,7 @@
 
 #include "cache/checksum.h"
 #include "fusefs/admin_protocol.h"
+#include "fusefs/mount_table.h"
 
 namespace epochfs::itest {
 namespace {
@@ -61,19 +62,6 @@ bool applyIdentity(Identity id) {
     return syscall(SYS_capset, &hdr, data) == 0;
   }
   return true;
-}
-
-std::string decodeMountPath(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
-      out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8)));
-      i += 3;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
 }
 
 std::string toLower(std::string s) {
@@ -267,13 +255,8 @@ std::string epochfsBinary() {
 
 std::vector<std::string> mountPointsUnder(const std::string& prefix) {
   std::vector<std::string> out;
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string id, parent, dev, root, mp;
-    ls >> id >> parent >> dev >> root >> mp;
-    mp = decodeMountPath(mp);
+  for (const fusefs::MountEntry& m : fusefs::MountTable::read()) {
+    const std::string& mp = m.mountPoint;
     if (mp == prefix || mp.rfind(prefix + "/", 0) == 0) out.push_back(mp);
   }
   return out;

@@ -1,7 +1,14 @@
 """Golden test of the names users' dashboards and scripts depend on: every
 Prometheus family (name, type, label keys) of `epochctl metrics` and every key
 path of `epochctl status --json` and `stats --json`, for a one-node mount with
-a disk tier, against the checked-in list tests/integration/golden/admin_names.txt.
+a disk tier and a registered order, against the checked-in list
+tests/integration/golden/admin_names.txt.
+
+The clients' side of the same names: every counter path the clients read
+(fusefs/admin_counters.h kCounterPaths, and their Python twins STATS_*/STATUS_*
+in tools/python/epochfs/admin.py) must be served too. So a counter renamed on
+the daemon's side only, or on the clients' side only, fails here (and CTest
+admin-command-names checks the constants against the golden list).
 
 A rename or a removal fails here: make it deliberate by updating the list in the
 same commit as docs/METRICS.md and docs/ADMIN.md (regenerate it with
@@ -27,6 +34,23 @@ BIN_DIR = os.environ.get("EPOCHFS_BIN_DIR", "")
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN = os.path.join(HERE, "golden", "admin_names.txt")
 METRICS_DOC = os.path.join(HERE, "..", "..", "docs", "METRICS.md")
+COUNTERS = os.path.join(HERE, "..", "..", "fusefs", "admin_counters.h")
+
+
+def client_counter_paths():
+    """The paths the clients read: C++ kCounterPaths (the one-node ones) and the Python twins
+    (all but those admin_counters.h lists as cluster-only)."""
+    from epochfs import admin
+    with open(COUNTERS) as f:
+        text = f.read()
+    constants = dict(re.findall(r'inline constexpr const char\* (k\w+) =\s*"([^"]+)";', text))
+    listed = re.search(r"\bkCounterPaths\[\] = \{([^}]*)\}", text).group(1)
+    cluster = re.search(r"\bkClusterCounterPaths\[\] = \{([^}]*)\}", text).group(1)
+    cxx = {constants[n] for n in re.findall(r"k\w+", listed)}
+    cluster_paths = {constants[n] for n in re.findall(r"k\w+", cluster)}
+    python = {v for k, v in vars(admin).items()
+              if re.match(r"STAT(S|US)_", k) and v not in cluster_paths}
+    return cxx, python
 
 
 def key_paths(value, prefix):
@@ -72,6 +96,11 @@ def current_names():
                  "--ram-cache", "64M"], timeout=60)
         if r.returncode != 0:
             raise AssertionError("mount failed: " + r.stderr)
+        # An order, so that the prefetch streams' rows (and status.plan) are in the replies.
+        r = run([epochctl, "order", mnt, "--epoch", "0", "--rank", "0", "-"], timeout=30,
+                input="".join("class/f%d\n" % i for i in range(3)))
+        if r.returncode != 0:
+            raise AssertionError("order failed: " + r.stderr)
         for i in range(3):
             with open(os.path.join(mnt, "class", "f%d" % i), "rb") as f:
                 f.read()
@@ -124,6 +153,16 @@ class AdminNamesTest(unittest.TestCase):
         undocumented = [n for n in families if not documented(n, doc)]
         self.assertEqual(undocumented, [], "metric families docs/METRICS.md does not name")
         self.check_schema(schema, lines, families)
+        self.check_client_paths(lines)
+
+    def check_client_paths(self, lines):
+        """Every counter path a client reads by its constant is served."""
+        served = {line.split(" ", 1)[1] for line in lines if line.startswith("json ")}
+        cxx, python = client_counter_paths()
+        self.assertEqual(sorted(cxx - served), [],
+                         "fusefs/admin_counters.h names paths the daemon does not serve")
+        self.assertEqual(sorted(python - served), [],
+                         "tools/python/epochfs/admin.py names paths the daemon does not serve")
 
     def check_schema(self, schema, lines, families):
         """The daemon's declarations (`stats --schema`) are what the replies and the

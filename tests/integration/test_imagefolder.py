@@ -12,6 +12,8 @@ import tempfile
 import time
 import unittest
 
+from epochfs.mount_table import is_mount_point as is_mounted
+
 SKIP = 77
 BIN_DIR = os.environ.get("EPOCHFS_BIN_DIR", "")
 EPOCHFS = os.path.join(BIN_DIR, "epochfs")
@@ -33,16 +35,6 @@ def skip_reason():
     except ImportError as e:
         return "torch/torchvision/PIL missing: %s" % e
     return None
-
-
-def is_mounted(path):
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            mp = line.split()[4]
-            mp = mp.encode().decode("unicode_escape") if "\\" in mp else mp
-            if mp == path:
-                return True
-    return False
 
 
 def unmount(path):

@@ -25,8 +25,8 @@ BIN_DIR = os.environ.get("EPOCHFS_BIN_DIR", "")
 BUILD_DIR = os.path.dirname(os.path.abspath(BIN_DIR)) if BIN_DIR else ""
 SOURCE_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PYTHON_DIR = "lib/python3/dist-packages"
-USER_API = {"__init__.py", "admin.py", "locality.py", "model.py", "threaded_fetch.py",
-            "torch.py"}
+USER_API = {"__init__.py", "admin.py", "locality.py", "model.py", "mount_table.py",
+            "order_registration.py", "threaded_fetch.py", "torch.py"}
 
 
 def skip_reason():
@@ -149,6 +149,21 @@ class InstallTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("INSTALLED-COPY", r.stdout)
         self.assertIn("usage: epochctl model", r.stdout)
+
+    def test_slurm_hook_imports_the_mount_table_of_its_prefix(self):
+        # PREFIX/share/epochfs/slurm/epochfs_slurm.py reads mounts with
+        # epochfs.mount_table from PREFIX's Python directory, not the checkout's.
+        hook = self.p("share/epochfs/slurm/epochfs_slurm.py")
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SLURM_JOB_ID")}
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        r = run(["/usr/bin/python3", "-c", "import runpy, sys; "
+                 "print(runpy.run_path(sys.argv[1])['mount_table'].__file__)", hook],
+                cwd="/", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.strip().startswith(self.p(PYTHON_DIR) + "/"), r.stdout)
+        r = run(["/usr/bin/python3", hook, "prolog"], cwd="/", env=env)
+        self.assertEqual(r.returncode, 2, r.stderr)  # imported; refuses to run outside slurmd
+        self.assertIn("usage: epochfs_slurm.py", r.stderr)
 
     def test_systemd_unit_verifies_and_a_broken_one_does_not(self):
         if shutil.which("systemd-analyze") is None:

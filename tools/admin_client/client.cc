@@ -171,7 +171,7 @@ Result<nlohmann::json> Client::call(const nlohmann::json& request, double timeou
   }
   if (ok == j.end() || !ok->get<bool>()) {
     std::string code = stringField(j, "code", "");
-    return Error{code == "permission_denied" ? ErrorKind::kDenied : ErrorKind::kRejected,
+    return Error{code == kErrPermissionDenied ? ErrorKind::kDenied : ErrorKind::kRejected,
                  stringField(j, "error", "failed"), std::move(code)};
   }
   return j;

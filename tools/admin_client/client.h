@@ -45,7 +45,7 @@ class Client {
 
   // Sends `request` and waits at most `timeoutSeconds` for the reply (and for
   // the send). The reply when it is {"ok": true, ...}; else kRejected (kDenied
-  // for the daemon's "permission_denied") with the daemon's "error",
+  // for the daemon's kErrPermissionDenied) with the daemon's "error",
   // kUnreachable when the connection fails, times out or carries a malformed
   // frame, kProtocol for a request over the cap or a reply that is not a JSON
   // object. After a kUnreachable or kProtocol reply the connection is unusable.

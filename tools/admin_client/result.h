@@ -20,7 +20,7 @@ enum class ErrorKind {
 struct Error {
   ErrorKind kind;
   std::string message;  // one line for the user
-  std::string code;     // the daemon's "code" of an {"ok": false} reply, else empty
+  std::string code;     // an {"ok": false} reply's "code" (admin::kErr*), else empty
 };
 
 template <typename T>

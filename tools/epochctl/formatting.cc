@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "tools/admin_client/reply_value.h"
+
 namespace epochfs::ctl {
 
 using nlohmann::json;
@@ -18,13 +20,49 @@ std::string humanBytes(uint64_t bytes) {
   return buf;
 }
 
+namespace {
+
+using admin::replyCount;
+using admin::replyHas;
+using admin::replyValueOr;
+using admin::rowValueOr;
+
+// A tier's line of `epochctl status` (the tiers in the reply's order).
+struct StatusTier {
+  const char* name;
+  const char* usedBytes;
+  const char* capacityBytes;
+  const char* dir;  // nullptr: none
+};
+constexpr StatusTier kStatusTiers[] = {
+    {"disk", admin::kStatusDiskUsedBytes, admin::kStatusDiskCapacityBytes, admin::kStatusDiskDir},
+    {"ram", admin::kStatusRamUsedBytes, admin::kStatusRamCapacityBytes, nullptr}};
+
+// A tier's row of `epochctl stats`: what READs found there, what it holds
+// (the source holds nothing: no used/evictions paths).
+struct StatsTier {
+  const char* name;
+  const char* servedBytes;
+  const char* servedChunks;
+  const char* usedBytes;
+  const char* evictions;
+};
+constexpr StatsTier kStatsTiers[] = {
+    {"ram", admin::kStatsRamHitBytes, admin::kStatsRamHitChunks, admin::kStatsRamUsedBytes,
+     admin::kStatsRamEvictions},
+    {"disk", admin::kStatsDiskHitBytes, admin::kStatsDiskHitChunks, admin::kStatsDiskUsedBytes,
+     admin::kStatsDiskEvictions},
+    {"source", admin::kStatsSourceBytes, admin::kStatsSourceChunks, nullptr, nullptr}};
+
+}  // namespace
+
 std::string formatStatus(const json& s) {
   std::ostringstream o;
   o << "epochfs " << s.value("version", "?") << " (pid " << s.value("pid", 0) << ")\n"
     << "source:     " << s.value("source", "") << "\n"
     << "mountpoint: " << s.value("mountpoint", "") << "\n";
   char up[32];
-  std::snprintf(up, sizeof up, "%.0f s", s.value("uptime_s", 0.0));
+  std::snprintf(up, sizeof up, "%.0f s", replyValueOr(s, admin::kStatusUptime, 0.0));
   o << "uptime:     " << up << "\n";
   // An older daemon has no "libraries".
   if (const auto l = s.find("libraries"); l != s.end() && l->is_object()) {
@@ -36,30 +74,35 @@ std::string formatStatus(const json& s) {
       << text("kernel_fuse_protocol") << "), libfuse " << text("libfuse") << ", UCX " << text("ucx")
       << "\n";
   }
-  const json& d = s["dataset"];
-  o << "dataset:    version " << d.value("version", 0) << ", " << d.value("files", 0) << " files, "
-    << d.value("dirs", 0) << " dirs, " << humanBytes(d.value("bytes", uint64_t{0}))
-    << " (snapshot at mount)";
-  if (d.value("pending_additions", 0) > 0) {
-    o << "; " << d["pending_additions"].get<uint64_t>()
-      << " entries added in the source since (remount to see them)";
+  const uint64_t pending = replyCount(s, admin::kStatusDatasetPendingAdditions);
+  o << "dataset:    version " << replyCount(s, admin::kStatusDatasetVersion) << ", "
+    << replyCount(s, admin::kStatusDatasetFiles) << " files, "
+    << replyCount(s, admin::kStatusDatasetDirs) << " dirs, "
+    << humanBytes(replyCount(s, admin::kStatusDatasetBytes)) << " (snapshot at mount)";
+  if (pending > 0) {
+    o << "; " << pending << " entries added in the source since (remount to see them)";
   }
   o << "\n";
-  for (auto& [name, t] : s["tiers"].items()) {
+  for (const StatusTier& t : kStatusTiers) {
+    if (!replyHas(s, t.capacityBytes)) continue;
+    const std::string name = t.name;
     o << "tier " << name << ":" << std::string(name.size() < 6 ? 6 - name.size() : 0, ' ')
-      << humanBytes(t.value("used_bytes", uint64_t{0})) << " / "
-      << humanBytes(t.value("capacity_bytes", uint64_t{0}));
-    if (t.contains("dir")) o << " in " << t["dir"].get<std::string>();
+      << humanBytes(replyCount(s, t.usedBytes)) << " / "
+      << humanBytes(replyCount(s, t.capacityBytes));
+    if (t.dir != nullptr && replyHas(s, t.dir)) {
+      o << " in " << replyValueOr(s, t.dir, std::string());
+    }
     o << "\n";
   }
-  const json& m = s["members"];
-  if (m.is_object()) {
-    o << "members:    node " << m.value("self", 0) << " of " << m.value("count", 0) << ", "
-      << m.value("live_peers", 0) << " peers live (epochctl peers)\n";
-    if (!m.value("fits", true)) {
-      o << "capacity:   the dataset (" << humanBytes(m.value("dataset_bytes", uint64_t{0}))
+  if (replyHas(s, admin::kStatusMembersCount)) {
+    o << "members:    node " << replyCount(s, admin::kStatusMembersSelf) << " of "
+      << replyCount(s, admin::kStatusMembersCount) << ", "
+      << replyCount(s, admin::kStatusMembersLivePeers) << " peers live (epochctl peers)\n";
+    if (!replyValueOr(s, admin::kStatusMembersFits, true)) {
+      o << "capacity:   the dataset ("
+        << humanBytes(replyCount(s, admin::kStatusMembersDatasetBytes))
         << " per replica) does not fit 95% of the live members' caches ("
-        << humanBytes(m.value("live_capacity_bytes", uint64_t{0}))
+        << humanBytes(replyCount(s, admin::kStatusMembersLiveCapacityBytes))
         << "): owned chunks are evicted and re-read from the source\n";
     }
   } else {
@@ -87,55 +130,50 @@ std::string formatStatus(const json& s) {
 
 std::string formatStats(const json& s) {
   std::ostringstream o;
-  const uint64_t readBytes = s.value("read_bytes", uint64_t{0});
-  o << "FUSE reads:  " << s.value("read_requests", uint64_t{0}) << " requests, "
+  const uint64_t readBytes = replyCount(s, admin::kStatsReadBytes);
+  o << "FUSE reads:  " << replyCount(s, admin::kStatsReadRequests) << " requests, "
     << humanBytes(readBytes)
     << " (hits in the kernel page cache never reach the daemon and are not counted)\n";
-  uint64_t total = 0;
-  for (auto& [name, t] : s["tiers"].items()) {
-    total += name == "source" ? t.value("bytes", uint64_t{0}) : t.value("hit_bytes", uint64_t{0});
-  }
+  const uint64_t total =
+      replyCount(s, admin::kStatsRamHitBytes) + replyCount(s, admin::kStatsStagingHitBytes) +
+      replyCount(s, admin::kStatsDiskHitBytes) + replyCount(s, admin::kStatsSourceBytes);
   char line[200];
   std::snprintf(line, sizeof line, "%-8s %12s %12s %8s %12s %10s\n", "tier", "chunks", "bytes",
                 "share", "used", "evictions");
   o << line;
-  for (const std::string name : {"ram", "disk", "source"}) {
-    if (!s["tiers"].contains(name)) continue;
-    const json& t = s["tiers"][name];
-    const bool src = name == "source";
-    const uint64_t bytes = t.value(src ? "bytes" : "hit_bytes", uint64_t{0});
-    const uint64_t chunks = t.value(src ? "chunks" : "hit_chunks", uint64_t{0});
-    std::snprintf(line, sizeof line, "%-8s %12llu %12s %7.1f%% %12s %10s\n", name.c_str(),
+  for (const StatsTier& t : kStatsTiers) {
+    if (!replyHas(s, t.servedBytes)) continue;
+    const bool src = t.usedBytes == nullptr;
+    const uint64_t bytes = replyCount(s, t.servedBytes);
+    const uint64_t chunks = replyCount(s, t.servedChunks);
+    std::snprintf(line, sizeof line, "%-8s %12llu %12s %7.1f%% %12s %10s\n", t.name,
                   static_cast<unsigned long long>(chunks), humanBytes(bytes).c_str(),
                   total ? 100.0 * static_cast<double>(bytes) / static_cast<double>(total) : 0.0,
-                  src ? "-" : humanBytes(t.value("used_bytes", uint64_t{0})).c_str(),
-                  src ? "-" : std::to_string(t.value("evictions", uint64_t{0})).c_str());
+                  src ? "-" : humanBytes(replyCount(s, t.usedBytes)).c_str(),
+                  src ? "-" : std::to_string(replyCount(s, t.evictions)).c_str());
     o << line;
   }
   // Cluster mode: the RAM tier's own share and guests (docs/CLUSTER.md "Capacity").
-  const json& ram = s["tiers"]["ram"];
-  const bool hadGuests =
-      ram.contains("guest") && (ram["guest"].value("chunks", uint64_t{0}) > 0 ||
-                                ram["guest"].value("evictions", uint64_t{0}) > 0);
+  const bool hadGuests = replyCount(s, admin::kStatsRamGuestChunks) > 0 ||
+                         replyCount(s, admin::kStatsRamGuestEvictions) > 0;
   if (hadGuests) {
-    o << "ram held:  owned " << humanBytes(ram["owned"].value("bytes", uint64_t{0})) << " ("
-      << ram["owned"].value("evictions", uint64_t{0}) << " evicted), guests "
-      << humanBytes(ram["guest"].value("bytes", uint64_t{0})) << " ("
-      << ram["guest"].value("evictions", uint64_t{0}) << " evicted)\n";
+    o << "ram held:  owned " << humanBytes(replyCount(s, admin::kStatsRamOwnedBytes)) << " ("
+      << replyCount(s, admin::kStatsRamOwnedEvictions) << " evicted), guests "
+      << humanBytes(replyCount(s, admin::kStatsRamGuestBytes)) << " ("
+      << replyCount(s, admin::kStatsRamGuestEvictions) << " evicted)\n";
   }
-  if (s["tiers"].contains("disk") && s["tiers"]["disk"].contains("healthy")) {
-    const json& d = s["tiers"]["disk"];
-    const bool healthy = d.value("healthy", true);
-    if (!healthy || d.value("errors", uint64_t{0}) > 0) {
+  if (replyHas(s, admin::kStatsDiskHealthy)) {
+    const bool healthy = replyValueOr(s, admin::kStatsDiskHealthy, true);
+    const uint64_t errors = replyCount(s, admin::kStatsDiskErrors);
+    if (!healthy || errors > 0) {
       o << "disk tier: " << (healthy ? "healthy" : "UNHEALTHY (reads go to the source)")
-        << "; errors " << d.value("errors", uint64_t{0}) << ", probes "
-        << d.value("probes", uint64_t{0}) << "; last: " << d.value("last_error", std::string())
-        << "\n";
+        << "; errors " << errors << ", probes " << replyCount(s, admin::kStatsDiskProbes)
+        << "; last: " << replyValueOr(s, admin::kStatsDiskLastError, std::string()) << "\n";
     }
   }
-  const uint64_t peer = s.contains("peer") ? s["peer"].value("hit_bytes", uint64_t{0}) : 0;
+  const uint64_t peer = replyCount(s, admin::kStatsPeerHitBytes);
   if (peer > 0) o << "peer     " << humanBytes(peer) << " from other nodes\n";
-  const uint64_t fromSource = s["tiers"]["source"].value("bytes", uint64_t{0});
+  const uint64_t fromSource = replyCount(s, admin::kStatsSourceBytes);
   std::snprintf(line, sizeof line,
                 "hit ratio: %.1f%% of the bytes the daemon served came from a cache tier\n",
                 readBytes
@@ -143,35 +181,40 @@ std::string formatStats(const json& s) {
                           static_cast<double>(readBytes)
                     : 0.0);
   o << line;
-  const json& lat = s["tiers"]["source"]["latency_us"];
-  o << "source latency: p50 " << lat.value("p50", 0) << " us, p99 " << lat.value("p99", 0)
-    << " us; errors " << s.value("source_errors", 0) << "; coalesced misses "
-    << s.value("coalesced", 0) << "; read from the source "
-    << humanBytes(s["tiers"]["source"].value("read_bytes", uint64_t{0})) << "\n";
-  if (s.contains("prefetch")) {
-    const json& p = s["prefetch"];
-    o << "prefetch: " << humanBytes(p.value("inflight_bytes", uint64_t{0})) << " in flight";
-    if (p["streams"].empty()) o << ", no order registered";
-    const std::string push = p.value("push_page_cache", std::string("off"));
+  o << "source latency: p50 " << replyCount(s, admin::kStatsSourceLatencyP50) << " us, p99 "
+    << replyCount(s, admin::kStatsSourceLatencyP99) << " us; errors "
+    << replyCount(s, admin::kStatsSourceErrors) << "; coalesced misses "
+    << replyCount(s, admin::kStatsCoalesced) << "; read from the source "
+    << humanBytes(replyCount(s, admin::kStatsSourceReadBytes)) << "\n";
+  if (replyHas(s, admin::kStatsPrefetchInflightBytes)) {
+    const json* streams = admin::replyValue(s, admin::kStatsStreams);
+    o << "prefetch: " << humanBytes(replyCount(s, admin::kStatsPrefetchInflightBytes))
+      << " in flight";
+    if (streams == nullptr || streams->empty()) o << ", no order registered";
+    const std::string push =
+        replyValueOr(s, admin::kStatsPrefetchPushPageCache, std::string("off"));
     if (push != "off") {
-      o << "; page-cache push (" << push << "): " << p.value("pushed_files", uint64_t{0})
-        << " files, " << humanBytes(p.value("pushed_bytes", uint64_t{0})) << ", "
-        << p.value("push_failures", uint64_t{0}) << " failures";
+      o << "; page-cache push (" << push << "): " << replyCount(s, admin::kStatsPrefetchPushedFiles)
+        << " files, " << humanBytes(replyCount(s, admin::kStatsPrefetchPushedBytes)) << ", "
+        << replyCount(s, admin::kStatsPrefetchPushFailures) << " failures";
     }
     o << "\n";
-    for (const json& st : p["streams"]) {
+    for (const json& st : streams != nullptr && streams->is_array() ? *streams : json::array()) {
       char buf[256];
-      std::snprintf(buf, sizeof buf,
-                    "  rank %d epoch %lld: position %llu/%llu, lead %llu files (%.1f s), "
-                    "stalls %llu, hits %llu, prefetched %s\n",
-                    st.value("rank", 0), static_cast<long long>(st.value("epoch", int64_t{0})),
-                    static_cast<unsigned long long>(st.value("position", uint64_t{0})),
-                    static_cast<unsigned long long>(st.value("length", uint64_t{0})),
-                    static_cast<unsigned long long>(st.value("lead_files", uint64_t{0})),
-                    st.value("lead_seconds", 0.0),
-                    static_cast<unsigned long long>(st.value("stalls", uint64_t{0})),
-                    static_cast<unsigned long long>(st.value("hits", uint64_t{0})),
-                    humanBytes(st.value("prefetched_bytes", uint64_t{0})).c_str());
+      std::snprintf(
+          buf, sizeof buf,
+          "  rank %d epoch %lld: position %llu/%llu, lead %llu files (%.1f s), "
+          "stalls %llu, hits %llu, prefetched %s\n",
+          rowValueOr(st, admin::kStatsStreamRank, 0),
+          static_cast<long long>(rowValueOr(st, admin::kStatsStreamEpoch, int64_t{0})),
+          static_cast<unsigned long long>(rowValueOr(st, admin::kStatsStreamPosition, uint64_t{0})),
+          static_cast<unsigned long long>(rowValueOr(st, admin::kStatsStreamLength, uint64_t{0})),
+          static_cast<unsigned long long>(
+              rowValueOr(st, admin::kStatsStreamLeadFiles, uint64_t{0})),
+          rowValueOr(st, admin::kStatsStreamLeadSeconds, 0.0),
+          static_cast<unsigned long long>(rowValueOr(st, admin::kStatsStreamStalls, uint64_t{0})),
+          static_cast<unsigned long long>(rowValueOr(st, admin::kStatsStreamHits, uint64_t{0})),
+          humanBytes(rowValueOr(st, admin::kStatsStreamPrefetchedBytes, uint64_t{0})).c_str());
       o << buf;
     }
   }

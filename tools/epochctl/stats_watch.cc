@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -9,6 +10,7 @@
 #include <thread>
 
 #include "fusefs/admin_protocol.h"
+#include "tools/admin_client/reply_value.h"
 #include "tools/epochctl/ctl_client.h"
 #include "tools/epochctl/formatting.h"
 #include "tools/epochctl/progress_bar.h"
@@ -19,13 +21,14 @@ using nlohmann::json;
 
 namespace {
 
-uint64_t at(const json& j, std::initializer_list<const char*> path) {
-  const json* cur = &j;
-  for (const char* k : path) {
-    if (!cur->is_object() || !cur->contains(k)) return 0;
-    cur = &(*cur)[k];
-  }
-  return cur->is_number_unsigned() ? cur->get<uint64_t>() : 0;
+using admin::replyCount;
+using admin::rowValueOr;
+
+// The reply's prefetch streams (an empty array when it has none).
+const json& streamsOf(const json& stats) {
+  static const json kNone = json::array();
+  const json* rows = admin::replyValue(stats, admin::kStatsStreams);
+  return rows != nullptr && rows->is_array() ? *rows : kNone;
 }
 
 std::string pct(double v) {
@@ -55,40 +58,41 @@ StatsWatch::StatsWatch(std::string mountpoint, std::string socket, double second
       json_(json) {}
 
 json StatsWatch::rates(const json& prev, const json& cur) {
-  const double dt = cur.value("uptime_s", 0.0) - prev.value("uptime_s", 0.0);
-  auto rate = [&](std::initializer_list<const char*> path) {
-    const uint64_t a = at(prev, path), b = at(cur, path);
+  const double dt = admin::replyValueOr(cur, admin::kStatsUptime, 0.0) -
+                    admin::replyValueOr(prev, admin::kStatsUptime, 0.0);
+  auto rate = [&](const char* path) {
+    const uint64_t a = replyCount(prev, path), b = replyCount(cur, path);
     return dt > 0 && b >= a ? static_cast<double>(b - a) / dt : 0.0;
   };
-  const double ram = rate({"tiers", "ram", "hit_bytes"});
-  const double disk = rate({"tiers", "disk", "hit_bytes"});
-  const double peer = rate({"peer", "hit_bytes"});
-  const double source = rate({"tiers", "source", "bytes"});
+  const double ram = rate(admin::kStatsRamHitBytes);
+  const double disk = rate(admin::kStatsDiskHitBytes);
+  const double peer = rate(admin::kStatsPeerHitBytes);
+  const double source = rate(admin::kStatsSourceBytes);
   const double served = ram + disk + peer + source;
   json r = {{"seconds", dt},
-            {"read_requests_per_s", rate({"read_requests"})},
-            {"read_bytes_per_s", rate({"read_bytes"})},
+            {"read_requests_per_s", rate(admin::kStatsReadRequests)},
+            {"read_bytes_per_s", rate(admin::kStatsReadBytes)},
             {"ram_bytes_per_s", ram},
             {"disk_bytes_per_s", disk},
             {"peer_bytes_per_s", peer},
             {"source_bytes_per_s", source},
-            {"source_read_bytes_per_s", rate({"tiers", "source", "read_bytes"})},
+            {"source_read_bytes_per_s", rate(admin::kStatsSourceReadBytes)},
             {"hit_ratio", served > 0 ? json((ram + disk + peer) / served) : json(nullptr)},
-            {"ram_evictions_per_s", rate({"tiers", "ram", "evictions"})},
-            {"disk_evictions_per_s", rate({"tiers", "disk", "evictions"})}};
+            {"ram_evictions_per_s", rate(admin::kStatsRamEvictions)},
+            {"disk_evictions_per_s", rate(admin::kStatsDiskEvictions)}};
   json streams = json::array();
-  const json& ps = cur["prefetch"]["streams"];
-  for (size_t i = 0; ps.is_array() && i < ps.size(); ++i) {
+  for (const json& row : streamsOf(cur)) {
+    const int rank = rowValueOr(row, admin::kStatsStreamRank, -2);
+    const uint64_t now = rowValueOr(row, admin::kStatsStreamStalls, uint64_t{0});
     double stalls = 0;
-    for (const json& q : prev["prefetch"]["streams"]) {
-      if (q.value("rank", -1) == ps[i].value("rank", -2) && dt > 0) {
-        stalls = static_cast<double>(
-                     ps[i].value("stalls", uint64_t{0}) -
-                     std::min(ps[i].value("stalls", uint64_t{0}), q.value("stalls", uint64_t{0}))) /
-                 dt;
+    for (const json& q : streamsOf(prev)) {
+      if (rowValueOr(q, admin::kStatsStreamRank, -1) == rank && dt > 0) {
+        const uint64_t before = rowValueOr(q, admin::kStatsStreamStalls, uint64_t{0});
+        stalls = static_cast<double>(now - std::min(now, before)) / dt;
       }
     }
-    streams.push_back({{"rank", ps[i].value("rank", 0)}, {"stalls_per_s", stalls}});
+    streams.push_back(
+        {{"rank", rowValueOr(row, admin::kStatsStreamRank, 0)}, {"stalls_per_s", stalls}});
   }
   r["streams"] = streams;
   return r;
@@ -96,10 +100,20 @@ json StatsWatch::rates(const json& prev, const json& cur) {
 
 std::string StatsWatch::render(const std::string& mountpoint, double every, const json& s,
                                const json& r) {
+  // A tier's fill: its used and capacity paths, and its rate's key in `r`.
+  struct Fill {
+    const char* name;
+    const char* usedBytes;
+    const char* capacityBytes;
+    const char* evictionsPerSecond;
+  };
+  static constexpr Fill kFills[] = {
+      {"ram", admin::kStatsRamUsedBytes, admin::kStatsRamCapacityBytes, "ram_evictions_per_s"},
+      {"disk", admin::kStatsDiskUsedBytes, admin::kStatsDiskCapacityBytes, "disk_evictions_per_s"}};
   std::ostringstream o;
   char buf[320];
   o << "epochfs " << mountpoint << "  every " << every << " s  up "
-    << ProgressBar::clock(s.value("uptime_s", 0.0)) << "  (Ctrl-C stops)\n";
+    << ProgressBar::clock(admin::replyValueOr(s, admin::kStatsUptime, 0.0)) << "  (Ctrl-C stops)\n";
   std::snprintf(buf, sizeof buf,
                 "reads    %8.0f req/s %11s/s   (page-cache hits never reach the daemon)\n",
                 r.value("read_requests_per_s", 0.0),
@@ -110,8 +124,8 @@ std::string StatsWatch::render(const std::string& mountpoint, double every, cons
   auto share = [&](const char* k) { return pct(total > 0 ? r.value(k, 0.0) / total : 0.0); };
   o << "from     ram " << share("ram_bytes_per_s") << "  disk " << share("disk_bytes_per_s")
     << "  peer " << share("peer_bytes_per_s") << "  source " << share("source_bytes_per_s") << "\n";
-  const uint64_t readBytes = at(s, {"read_bytes"});
-  const uint64_t fromSource = at(s, {"tiers", "source", "bytes"});
+  const uint64_t readBytes = replyCount(s, admin::kStatsReadBytes);
+  const uint64_t fromSource = replyCount(s, admin::kStatsSourceBytes);
   o << "hit      " << (r["hit_ratio"].is_number() ? pct(r["hit_ratio"].get<double>()) : "-")
     << " this interval, "
     << pct(readBytes ? 1.0 - static_cast<double>(std::min(readBytes, fromSource)) /
@@ -119,31 +133,32 @@ std::string StatsWatch::render(const std::string& mountpoint, double every, cons
                      : 0.0)
     << " since mount\n";
   o << "source   " << humanBytes(static_cast<uint64_t>(r.value("source_read_bytes_per_s", 0.0)))
-    << "/s read, p50 " << micros(at(s, {"tiers", "source", "latency_us", "p50"})) << ", p99 "
-    << micros(at(s, {"tiers", "source", "latency_us", "p99"})) << ", errors "
-    << at(s, {"source_errors"}) << "\n";
+    << "/s read, p50 " << micros(replyCount(s, admin::kStatsSourceLatencyP50)) << ", p99 "
+    << micros(replyCount(s, admin::kStatsSourceLatencyP99)) << ", errors "
+    << replyCount(s, admin::kStatsSourceErrors) << "\n";
   o << "tiers   ";
-  for (const char* t : {"ram", "disk"}) {
-    if (!s["tiers"].contains(t)) continue;
-    std::snprintf(buf, sizeof buf, " %s %s/%s, %.0f evictions/s ", t,
-                  humanBytes(at(s, {"tiers", t, "used_bytes"})).c_str(),
-                  humanBytes(at(s, {"tiers", t, "capacity_bytes"})).c_str(),
-                  r.value(std::string(t) + "_evictions_per_s", 0.0));
+  for (const Fill& t : kFills) {
+    if (!admin::replyHas(s, t.capacityBytes)) continue;
+    std::snprintf(buf, sizeof buf, " %s %s/%s, %.0f evictions/s ", t.name,
+                  humanBytes(replyCount(s, t.usedBytes)).c_str(),
+                  humanBytes(replyCount(s, t.capacityBytes)).c_str(),
+                  r.value(t.evictionsPerSecond, 0.0));
     o << buf;
   }
   o << "\n";
-  const json& ps = s["prefetch"]["streams"];
-  if (!ps.is_array() || ps.empty()) o << "prefetch no order registered\n";
-  for (size_t i = 0; ps.is_array() && i < ps.size(); ++i) {
+  const json& ps = streamsOf(s);
+  if (ps.empty()) o << "prefetch no order registered\n";
+  for (size_t i = 0; i < ps.size(); ++i) {
     const json& st = ps[i];
     std::snprintf(
         buf, sizeof buf,
         "prefetch rank %d epoch %lld: %llu/%llu, lead %llu files (%.1f s), %.1f stalls/s\n",
-        st.value("rank", 0), static_cast<long long>(st.value("epoch", int64_t{0})),
-        static_cast<unsigned long long>(st.value("position", uint64_t{0})),
-        static_cast<unsigned long long>(st.value("length", uint64_t{0})),
-        static_cast<unsigned long long>(st.value("lead_files", uint64_t{0})),
-        st.value("lead_seconds", 0.0),
+        rowValueOr(st, admin::kStatsStreamRank, 0),
+        static_cast<long long>(rowValueOr(st, admin::kStatsStreamEpoch, int64_t{0})),
+        static_cast<unsigned long long>(rowValueOr(st, admin::kStatsStreamPosition, uint64_t{0})),
+        static_cast<unsigned long long>(rowValueOr(st, admin::kStatsStreamLength, uint64_t{0})),
+        static_cast<unsigned long long>(rowValueOr(st, admin::kStatsStreamLeadFiles, uint64_t{0})),
+        rowValueOr(st, admin::kStatsStreamLeadSeconds, 0.0),
         i < r["streams"].size() ? r["streams"][i].value("stalls_per_s", 0.0) : 0.0);
     o << buf;
   }

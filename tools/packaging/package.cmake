@@ -4,7 +4,7 @@
 
 set(EPOCHFS_PACKAGING_DIR ${CMAKE_SOURCE_DIR}/tools/packaging)
 
-# The Python user API (EPOCHFS_PYTHON_API), not the benchmark harness.
+# The Python user API (EPOCHFS_PYTHON_API); the instruments (tools/bench/python) are not installed.
 foreach(module ${EPOCHFS_PYTHON_API})
   install(FILES ${CMAKE_SOURCE_DIR}/tools/python/epochfs/${module}.py
           DESTINATION ${EPOCHFS_INSTALL_PYTHONDIR}/epochfs)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import unittest
 
+from epochfs import mount_table
 from epochfs_lab import lab as lab_mod
 from epochfs_lab.down import down
 
@@ -69,8 +70,7 @@ def leftovers(prefix, directory):
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     out += ["link " + line.split(":")[1].strip() for line in links.splitlines()
             if line.split(":")[1].strip().startswith(prefix + "-")]
-    with open("/proc/self/mountinfo") as f:
-        out += ["mount " + line.split()[4] for line in f if line.split()[4].startswith(directory)]
+    out += ["mount " + p for p in mount_table.mount_points_under(directory)]
     loops = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"],
                            capture_output=True, text=True).stdout
     out += ["loop " + line for line in loops.splitlines() if directory in line]

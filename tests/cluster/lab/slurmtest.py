@@ -9,6 +9,7 @@ import shutil
 import unittest
 
 import labtest
+from epochfs import mount_table
 from epochfs_lab import node as lab_node, slurm as lab_slurm, workload as lab_workload
 from epochfs_lab.lab import Lab
 from epochfs_lab.down import down
@@ -101,9 +102,9 @@ class SlurmLabCase(unittest.TestCase):
         every node (its own mount namespace) and here."""
         left = []
         for node in self.lab.nodes:
-            info = lab_node.run_in(node, ["cat", "/proc/self/mountinfo"]).stdout
-            left += ["%s: mount %s" % (node["name"], line.split()[4]) for line in info.splitlines()
-                     if any(p in line.split()[4] for p in patterns)]
+            mounts = mount_table.parse(lab_node.run_in(node, ["cat", mount_table.MOUNTINFO]).stdout)
+            left += ["%s: mount %s" % (node["name"], m.mount_point) for m in mounts
+                     if any(p in m.mount_point for p in patterns)]
             procs = (read_text(os.path.join(node["cgroups"][0], "cgroup.procs")) or "").split()
             left += ["%s: epochfs pid %s" % (node["name"], pid) for pid in procs if _is_epochfs(pid)]
         state = self.lab.doc["slurm"]["state_dir"].replace("%n", "*")

@@ -64,6 +64,13 @@ class Rig {
     return true;
   }
 
+  // Waits until every entry is in the RAM tier (false after waitFor's bound).
+  bool waitAllInRam(const std::vector<PlanEntry>& entries) const {
+    return waitFor([&] {
+      return std::all_of(entries.begin(), entries.end(), [&](const auto& e) { return inRam(e); });
+    });
+  }
+
   // One FUSE read of the entry's range: the chunks through the cache, then
   // onRead with the worst tier (as FuseServer::onRead). A failed read replies
   // an error and does not call onRead.
@@ -292,9 +299,7 @@ TEST(PrefetcherTest, MemoryBudgetBoundsBytesInFlight) {
   const auto entries = rig.addFiles(kFiles, kFileBytes);
   InflightSampler sampler(*rig.prefetcher);
   rig.prefetcher->setPlan(planOf(entries));
-  ASSERT_TRUE(waitFor([&] {
-    return std::all_of(entries.begin(), entries.end(), [&](const auto& e) { return rig.inRam(e); });
-  }));
+  ASSERT_TRUE(rig.waitAllInRam(entries));
   const uint64_t maxInflight = sampler.stop();
   EXPECT_LE(maxInflight, kBudget + kFileBytes);
   EXPECT_GT(maxInflight, 0u);
@@ -323,9 +328,7 @@ TEST(PrefetcherTest, BudgetIsStrictUnderConcurrentReadAheadAndDrainsToZero) {
     });
   }
   for (auto& r : readers) r.join();
-  ASSERT_TRUE(waitFor([&] {
-    return std::all_of(entries.begin(), entries.end(), [&](const auto& e) { return rig.inRam(e); });
-  }));
+  ASSERT_TRUE(rig.waitAllInRam(entries));
   ASSERT_TRUE(waitFor([&] {
     return rig.prefetcher->inflightBytes() == 0 && rig.prefetcher->inflightTasks() == 0;
   }));
@@ -340,9 +343,7 @@ TEST(PrefetcherTest, WorkerCountBoundsConcurrency) {
   Rig rig(optionsWith(3, kFiles), 10ms);
   const auto entries = rig.addFiles(kFiles, 2048);
   rig.prefetcher->setPlan(planOf(entries));
-  ASSERT_TRUE(waitFor([&] {
-    return std::all_of(entries.begin(), entries.end(), [&](const auto& e) { return rig.inRam(e); });
-  }));
+  ASSERT_TRUE(rig.waitAllInRam(entries));
   EXPECT_LE(rig.source.maxConcurrentReads(), 3);
   EXPECT_GE(rig.source.maxConcurrentReads(), 2);
 }
@@ -352,9 +353,7 @@ TEST(PrefetcherTest, DeepQueueKeepsManyReadsInFlight) {
   Rig rig(optionsWith(32, kFiles), 20ms);
   const auto entries = rig.addFiles(kFiles, 2048);
   rig.prefetcher->setPlan(planOf(entries));
-  ASSERT_TRUE(waitFor([&] {
-    return std::all_of(entries.begin(), entries.end(), [&](const auto& e) { return rig.inRam(e); });
-  }));
+  ASSERT_TRUE(rig.waitAllInRam(entries));
   EXPECT_GE(rig.source.maxConcurrentReads(), 16);
   EXPECT_LE(rig.source.maxConcurrentReads(), 32);
 }

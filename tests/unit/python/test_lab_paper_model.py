@@ -1,6 +1,6 @@
 """Unit tests for epochfs_lab.paper_model (the model's figure per epoch of `cluster-lab paper`,
 with the measured ingest term D/U_p, D/U1 where U_p is not measured), the `owned` epochs that
-measure U_p (epochfs_lab.paper.owned_indices) and epochfs.model's --from-lab inputs.
+measure U_p (epochfs_lab.paper.owned_indices) and tools/bench/epochfs-model's --from-lab inputs.
 
 Run: cd tests/unit/python && /usr/bin/python3 -m unittest -v test_lab_paper_model.py
 Standard library only.
@@ -14,9 +14,9 @@ import unittest
 
 import checkout_paths  # noqa: F401,E402  (this checkout's tools/python and tools/bench/python)
 
-from epochfs import model  # noqa: E402
 from epochfs_lab.paper import owned_indices  # noqa: E402
-from epochfs_lab.paper_model import apply_model, ingest_rate, model_seconds  # noqa: E402
+from epochfs_lab.paper_model import (apply_model, from_lab_argv, ingest_rate,  # noqa: E402
+                                     lab_inputs, model_seconds)
 
 D = 1000.0   # bytes
 R = 100.0    # source bytes/s: D/R = 10 s
@@ -177,10 +177,10 @@ class FromLabTest(unittest.TestCase):
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(d, f)
         try:
-            m = model.lab_inputs(f.name)
+            m = lab_inputs(f.name)
             self.assertAlmostEqual(m["U"], 100 / 2.0)   # samples/s: files / mean seconds
             self.assertAlmostEqual(m["R"], 100 / 10.0)
-            argv, note = model.from_lab_argv(["--from-lab", f.name, "--max-nodes", "8"])
+            argv, note = from_lab_argv(["--from-lab", f.name, "--max-nodes", "8"])
             self.assertIn("--decode-all", argv)
             self.assertEqual(argv[argv.index("--U") + 1], repr(50.0))
             self.assertIn("U1 per node", note)

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "fusefs/admin_protocol.h"
 #include "tools/bench/epochbench/epochfs_mount.h"
 #include "tools/bench/epochbench/prefetch_report.h"
 #include "tools/bench/epochbench/read_pass.h"
@@ -210,15 +211,12 @@ EpochRun PrefetchBench::runEpochfs(int repeat, const std::vector<std::string>& o
   auto cpu1 = processCpuSeconds(m->pid());
   auto dev1 = deviceBytes();
   if (before && after) {
-    run.source_bytes = statsCounter(*after, {"tiers", "source", "read_bytes"}) -
-                       statsCounter(*before, {"tiers", "source", "read_bytes"});
-    run.stalls = streamSum(*after, "stalls");
-    run.hits = streamSum(*after, "hits");
-    run.prefetched_files = streamSum(*after, "prefetched_files");
-    run.pushed_files = statsCounter(*after, {"prefetch", "pushed_files"}) -
-                       statsCounter(*before, {"prefetch", "pushed_files"});
-    run.daemon_reads =
-        statsCounter(*after, {"read_requests"}) - statsCounter(*before, {"read_requests"});
+    run.source_bytes = statsDelta(*before, *after, admin::kStatsSourceReadBytes);
+    run.stalls = streamSum(*after, admin::kStatsStreamStalls);
+    run.hits = streamSum(*after, admin::kStatsStreamHits);
+    run.prefetched_files = streamSum(*after, admin::kStatsStreamPrefetchedFiles);
+    run.pushed_files = statsDelta(*before, *after, admin::kStatsPrefetchPushedFiles);
+    run.daemon_reads = statsDelta(*before, *after, admin::kStatsReadRequests);
   } else {
     std::fprintf(stderr, "warning: stats unavailable: %s\n", error.c_str());
   }
@@ -262,8 +260,7 @@ void PrefetchBench::runEviction(int repeat) {
       }
       const double total = static_cast<double>(evict_.bytes);
       e.rchar_bytes = *rchar1 - *rchar0;
-      e.daemon_bytes = statsCounter(*after, {"tiers", "source", "read_bytes"}) -
-                       statsCounter(*before, {"tiers", "source", "read_bytes"});
+      e.daemon_bytes = statsDelta(*before, *after, admin::kStatsSourceReadBytes);
       e.rchar_fraction = e.rchar_bytes / total;
       e.daemon_fraction = e.daemon_bytes / total;
       if (dev0 && dev1) e.device_fraction = (*dev1 - *dev0) / total;

@@ -2,27 +2,31 @@
 
 #include <vector>
 
+#include "tools/admin_client/reply_value.h"
 #include "tools/bench/epochbench/report.h"
 
 namespace epochfs::bench {
 
 using nlohmann::json;
 
-uint64_t statsCounter(const json& stats, std::initializer_list<const char*> path) {
-  const json* j = &stats;
-  for (const char* key : path) {
-    if (!j->is_object() || !j->contains(key)) return 0;
-    j = &(*j)[key];
-  }
-  return j->is_number_unsigned() ? j->get<uint64_t>() : 0;
+namespace {
+
+// A sample's keys (the report's, not the daemon's) that medianLead() reads back.
+constexpr const char* kLength = "length";
+constexpr const char* kPosition = "position";
+constexpr const char* kLeadFiles = "lead_files";
+
+}  // namespace
+
+uint64_t statsDelta(const json& before, const json& after, const char* path) {
+  return admin::replyCount(after, path) - admin::replyCount(before, path);
 }
 
-uint64_t streamSum(const json& stats, const char* field) {
-  if (!stats.contains("prefetch") || !stats["prefetch"].contains("streams")) return 0;
+uint64_t streamSum(const json& stats, const char* path) {
+  const json* rows = admin::replyValue(stats, admin::kStatsStreams);
+  if (rows == nullptr || !rows->is_array()) return 0;
   uint64_t sum = 0;
-  for (const auto& s : stats["prefetch"]["streams"]) {
-    if (s.contains(field) && s[field].is_number_unsigned()) sum += s[field].get<uint64_t>();
-  }
+  for (const auto& s : *rows) sum += admin::rowValueOr(s, path, uint64_t{0});
   return sum;
 }
 
@@ -37,7 +41,7 @@ void StatsSampler::stop() {
 std::optional<double> StatsSampler::medianLead() const {
   std::vector<double> leads;
   for (const auto& s : samples_) {
-    if (s["position"] > 0 && s["position"] < s["length"]) leads.push_back(s["lead_files"]);
+    if (s[kPosition] > 0 && s[kPosition] < s[kLength]) leads.push_back(s[kLeadFiles]);
   }
   if (leads.empty()) return std::nullopt;
   return summarize(leads).median;
@@ -50,14 +54,14 @@ void StatsSampler::loop(const EpochfsMount& mount, std::chrono::steady_clock::ti
     if (auto st = mount.stats(&error)) {
       samples_.push_back(
           {{"t", std::chrono::duration<double>(steady_clock::now() - t0).count()},
-           {"length", streamSum(*st, "length")},
-           {"position", streamSum(*st, "position")},
-           {"lead_files", streamSum(*st, "lead_files")},
-           {"stalls", streamSum(*st, "stalls")},
-           {"hits", streamSum(*st, "hits")},
-           {"prefetched_files", streamSum(*st, "prefetched_files")},
-           {"inflight_bytes", statsCounter(*st, {"prefetch", "inflight_bytes"})},
-           {"source_read_bytes", statsCounter(*st, {"tiers", "source", "read_bytes"})}});
+           {kLength, streamSum(*st, admin::kStatsStreamLength)},
+           {kPosition, streamSum(*st, admin::kStatsStreamPosition)},
+           {kLeadFiles, streamSum(*st, admin::kStatsStreamLeadFiles)},
+           {"stalls", streamSum(*st, admin::kStatsStreamStalls)},
+           {"hits", streamSum(*st, admin::kStatsStreamHits)},
+           {"prefetched_files", streamSum(*st, admin::kStatsStreamPrefetchedFiles)},
+           {"inflight_bytes", admin::replyCount(*st, admin::kStatsPrefetchInflightBytes)},
+           {"source_read_bytes", admin::replyCount(*st, admin::kStatsSourceReadBytes)}});
     }
     for (int i = 0; i < 25 && !stop_; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));

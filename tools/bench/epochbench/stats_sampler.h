@@ -5,7 +5,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
@@ -14,11 +13,13 @@
 
 namespace epochfs::bench {
 
-// The unsigned counter at `path` in `stats` (e.g. {"tiers","source","read_bytes"}); 0 if absent.
-uint64_t statsCounter(const nlohmann::json& stats, std::initializer_list<const char*> path);
+// A counter's growth from `before` to `after` (two stats replies), by its
+// path (fusefs/admin_counters.h: admin::kStatsSourceReadBytes); 0 if absent.
+uint64_t statsDelta(const nlohmann::json& before, const nlohmann::json& after, const char* path);
 
-// Sum of `field` over the reply's prefetch.streams[] (0 without streams).
-uint64_t streamSum(const nlohmann::json& stats, const char* field);
+// Sum of the column `path` (admin::kStatsStreamStalls, ...) over the reply's
+// prefetch streams (0 without streams).
+uint64_t streamSum(const nlohmann::json& stats, const char* path);
 
 // Polls `mount`'s stats every 250 ms from construction until stop(); each
 // sample is {t (s since t0), length, position, lead_files, stalls, hits,

@@ -19,7 +19,11 @@ start is logged and cleaned up and the prolog still exits 0: the job runs withou
 the node is not drained.
 
 Configuration: KEY=VALUE lines in $EPOCHFS_SLURM_CONFIG or /etc/epochfs/slurm.conf (defaults
-below; `%n` in a path is the node's name). Standard library only.
+below; `%n` in a path is the node's name). Standard library and the package's own Python API
+(epochfs.mount_table, the one mountinfo parser): the package installs it where /usr/bin/python3
+looks, an install under another prefix PREFIX/lib/python3/dist-packages beside these hooks'
+PREFIX/share/epochfs/slurm (put first on sys.path when it exists), and a copy of the hooks may
+carry an epochfs/ package in its own directory (the cluster lab's).
 """
 
 import hashlib
@@ -33,6 +37,13 @@ import signal
 import subprocess
 import sys
 import time
+
+_PREFIX_PYTHON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "lib",
+                              "python3", "dist-packages")
+if os.path.isdir(os.path.join(_PREFIX_PYTHON, "epochfs")):
+    sys.path.insert(1, os.path.normpath(_PREFIX_PYTHON))  # after the script's own directory
+
+from epochfs import mount_table  # noqa: E402
 
 DEFAULTS = {
     "EPOCHFS": "/usr/bin/epochfs",
@@ -134,8 +145,7 @@ def user_can_read(path, uid, gid):
 
 
 def is_mounted(path):
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == path for line in f)
+    return mount_table.is_mount_point(path)
 
 
 def daemon_pids(mount):

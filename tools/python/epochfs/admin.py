@@ -3,7 +3,8 @@
 The mount root advertises a Unix stream socket in the xattr ``user.epochfs.admin``. Each
 message, in both directions, is a 4-byte little-endian length followed by that many bytes of
 UTF-8 JSON, at most 64 KiB. A request is ``{"cmd": NAME, ...}``; a reply is
-``{"ok": true, ...}`` or ``{"ok": false, "error": MESSAGE}``. Every request gets one reply.
+``{"ok": true, ...}`` or ``{"ok": false, "code": CODE, "error": MESSAGE}``. Every request gets
+one reply.
 
 Standard library only.
 """
@@ -42,12 +43,125 @@ CMD_ORDER_CLEAR = "order_clear"
 CMD_CHUNK_SHARDS = "chunk_shards"
 CMD_SCHEMA = "schema"
 
+# The counters the clients read, as fusefs/admin_counters.h names them (its kStatus*/kStats*
+# constants; CTest admin-command-names keeps the two equal, the golden test
+# tests/integration/test_admin_names.py checks the daemon serves them). Read a value with
+# reply_value(reply, STATS_...), never by literal keys. The command comes first in a path; a
+# table column is STATS_STREAM_*: the key column_key(path) of each row of STATS_STREAMS.
+STATUS_UPTIME = "status.uptime_s"
+STATUS_DATASET_VERSION = "status.dataset.version"
+STATUS_DATASET_FILES = "status.dataset.files"
+STATUS_DATASET_DIRS = "status.dataset.dirs"
+STATUS_DATASET_BYTES = "status.dataset.bytes"
+STATUS_DATASET_PENDING_ADDITIONS = "status.dataset.pending_additions"
+STATUS_RAM_USED_BYTES = "status.tiers.ram.used_bytes"
+STATUS_RAM_CAPACITY_BYTES = "status.tiers.ram.capacity_bytes"
+STATUS_DISK_USED_BYTES = "status.tiers.disk.used_bytes"
+STATUS_DISK_CAPACITY_BYTES = "status.tiers.disk.capacity_bytes"
+STATUS_DISK_DIR = "status.tiers.disk.dir"
+STATS_UPTIME = "stats.uptime_s"
+STATS_READ_REQUESTS = "stats.read_requests"
+STATS_READ_BYTES = "stats.read_bytes"
+STATS_COALESCED = "stats.coalesced"
+STATS_SOURCE_ERRORS = "stats.source_errors"
+STATS_RAM_HIT_BYTES = "stats.tiers.ram.hit_bytes"
+STATS_RAM_HIT_CHUNKS = "stats.tiers.ram.hit_chunks"
+STATS_RAM_USED_BYTES = "stats.tiers.ram.used_bytes"
+STATS_RAM_CAPACITY_BYTES = "stats.tiers.ram.capacity_bytes"
+STATS_RAM_EVICTIONS = "stats.tiers.ram.evictions"
+STATS_RAM_OWNED_BYTES = "stats.tiers.ram.owned.bytes"
+STATS_RAM_OWNED_EVICTIONS = "stats.tiers.ram.owned.evictions"
+STATS_RAM_GUEST_BYTES = "stats.tiers.ram.guest.bytes"
+STATS_RAM_GUEST_CHUNKS = "stats.tiers.ram.guest.chunks"
+STATS_RAM_GUEST_EVICTIONS = "stats.tiers.ram.guest.evictions"
+STATS_DISK_HIT_BYTES = "stats.tiers.disk.hit_bytes"
+STATS_DISK_HIT_CHUNKS = "stats.tiers.disk.hit_chunks"
+STATS_DISK_USED_BYTES = "stats.tiers.disk.used_bytes"
+STATS_DISK_CAPACITY_BYTES = "stats.tiers.disk.capacity_bytes"
+STATS_DISK_EVICTIONS = "stats.tiers.disk.evictions"
+STATS_DISK_HEALTHY = "stats.tiers.disk.healthy"
+STATS_DISK_ERRORS = "stats.tiers.disk.errors"
+STATS_DISK_PROBES = "stats.tiers.disk.probes"
+STATS_DISK_LAST_ERROR = "stats.tiers.disk.last_error"
+STATS_PEER_HIT_BYTES = "stats.peer.hit_bytes"
+STATS_PEER_HIT_CHUNKS = "stats.peer.hit_chunks"
+STATS_SOURCE_BYTES = "stats.tiers.source.bytes"
+STATS_SOURCE_CHUNKS = "stats.tiers.source.chunks"
+STATS_SOURCE_READ_BYTES = "stats.tiers.source.read_bytes"
+STATS_SOURCE_LATENCY_P50 = "stats.tiers.source.latency_us.p50"
+STATS_SOURCE_LATENCY_P99 = "stats.tiers.source.latency_us.p99"
+STATS_PREFETCH_INFLIGHT_BYTES = "stats.prefetch.inflight_bytes"
+STATS_PREFETCH_PUSH_PAGE_CACHE = "stats.prefetch.push_page_cache"
+STATS_PREFETCH_PUSHED_FILES = "stats.prefetch.pushed_files"
+STATS_PREFETCH_PUSHED_BYTES = "stats.prefetch.pushed_bytes"
+STATS_PREFETCH_PUSH_FAILURES = "stats.prefetch.push_failures"
+STATS_STREAMS = "stats.prefetch.streams"
+STATS_STREAM_RANK = "stats.prefetch.streams[].rank"
+STATS_STREAM_EPOCH = "stats.prefetch.streams[].epoch"
+STATS_STREAM_LENGTH = "stats.prefetch.streams[].length"
+STATS_STREAM_POSITION = "stats.prefetch.streams[].position"
+STATS_STREAM_LEAD_FILES = "stats.prefetch.streams[].lead_files"
+STATS_STREAM_LEAD_SECONDS = "stats.prefetch.streams[].lead_seconds"
+STATS_STREAM_STALLS = "stats.prefetch.streams[].stalls"
+STATS_STREAM_HITS = "stats.prefetch.streams[].hits"
+STATS_STREAM_PREFETCHED_FILES = "stats.prefetch.streams[].prefetched_files"
+STATS_STREAM_PREFETCHED_BYTES = "stats.prefetch.streams[].prefetched_bytes"
+STATS_MEMORY_RSS_BYTES = "stats.memory.rss_bytes"
+STATS_MEMORY_PRESSURE_SHRINKS = "stats.memory.pressure.shrinks"
+STATS_CHUNK_BUFFERS_IDLE_BYTES = "stats.memory.chunk_buffers.idle_bytes"
+STATS_CHUNK_BUFFERS_SLAB_BYTES = "stats.memory.chunk_buffers.slab_bytes"
+STATS_CHUNK_BUFFERS_SLAB_HOLE_BYTES = "stats.memory.chunk_buffers.slab_hole_bytes"
+# Served by cluster mounts only (status.members, the staging tier of peer prefetch).
+STATUS_MEMBERS_SELF = "status.members.self"
+STATUS_MEMBERS_COUNT = "status.members.count"
+STATUS_MEMBERS_LIVE_PEERS = "status.members.live_peers"
+STATUS_MEMBERS_FITS = "status.members.fits"
+STATUS_MEMBERS_DATASET_BYTES = "status.members.dataset_bytes"
+STATUS_MEMBERS_LIVE_CAPACITY_BYTES = "status.members.live_capacity_bytes"
+STATS_STAGING_HIT_BYTES = "stats.tiers.staging.hit_bytes"
+STATS_STAGING_HIT_CHUNKS = "stats.tiers.staging.hit_chunks"
+STATS_STAGING_USED_BYTES = "stats.tiers.staging.used_bytes"
+STATS_STAGING_EVICTIONS = "stats.tiers.staging.evictions"
+STATS_STAGING_REFUSED = "stats.tiers.staging.refused"
+STATS_STAGING_STAGED_BYTES = "stats.tiers.staging.staged_bytes"
+
+# The "code" of an {"ok": false} reply (fusefs/admin_protocol.h kErr*; EpochfsError.code).
+ERR_PERMISSION_DENIED = "permission_denied"
+ERR_INVALID = "invalid"
+ERR_NOT_FOUND = "not_found"
+ERR_TOO_LARGE = "too_large"
+ERR_UNAVAILABLE = "unavailable"
+ERR_FAILED = "failed"
+ERR_INTERNAL = "internal"
+
 _APPEND_HEAD = b'{"cmd":%s,"entries":[' % json.dumps(CMD_ORDER_APPEND).encode()
 _APPEND_TAIL = b"]}"
 
 
 class EpochfsError(Exception):
-    """A mount that is not epochfs, a daemon that does not answer, or an {"ok": false} reply."""
+    """A mount that is not epochfs, a daemon that does not answer, or an {"ok": false} reply.
+
+    ``code``: the reply's error code (ERR_*), None when there was no reply."""
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        self.code = code
+
+
+def column_key(path):
+    """A table column's key in each row: "stats.prefetch.streams[].stalls" -> "stalls"."""
+    return path.split("[].", 1)[1] if "[]." in path else path
+
+
+def reply_value(reply, path, default=None):
+    """The value at ``path`` (a STATS_*/STATUS_* constant) in ``reply``, the reply of the
+    path's command (its first segment); ``default`` when a key on the way is absent."""
+    value = reply
+    for key in path.split(".")[1:]:
+        if not isinstance(value, dict) or key not in value:
+            return default
+        value = value[key]
+    return value
 
 
 def _get_admin_xattr(path):
@@ -125,7 +239,7 @@ class AdminClient:
         if not isinstance(reply, dict):
             raise EpochfsError("malformed reply from daemon")
         if not reply.get("ok", False):
-            raise EpochfsError(str(reply.get("error", "failed")))
+            raise EpochfsError(str(reply.get("error", "failed")), reply.get("code"))
         return reply
 
     def _recv_exact(self, n):

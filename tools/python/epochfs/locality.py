@@ -58,6 +58,8 @@ except ImportError:  # the pure functions stay usable (epochfs.model imports the
     dist = None
     _SamplerBase = object
 
+from .order_registration import OrderRegistration
+
 UNCACHED = -1
 
 
@@ -212,7 +214,6 @@ class LocalityAwareSampler(_SamplerBase):
         mount = mountpoint or getattr(placement, "mountpoint", None)
         self._registration = None
         if mount is not None:
-            from .torch import OrderRegistration
             self._registration = OrderRegistration(
                 dataset, mount, path_of or getattr(placement, "path_of", None))
 

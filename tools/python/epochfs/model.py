@@ -223,60 +223,6 @@ def plot(rows, path, title):
     plt.close(fig)
 
 
-def from_lab_argv(argv):
-    """tools/bench/epochfs-model's --from-lab FILE: argv with it replaced by --D/--R/--N/--U from the
-    file (lab_inputs; given later on the line, they still win) and, when U was measured,
-    --decode-all (the lab's U is reading the dataset through the mount, which every strategy
-    pays), and a line saying so."""
-    argv = list(argv)
-    if "--from-lab" not in argv:
-        return argv, None
-    i = argv.index("--from-lab")
-    if i + 1 >= len(argv):
-        raise SystemExit("epochfs-model: --from-lab needs a FILE")
-    path = argv[i + 1]
-    measured = lab_inputs(path)
-    extra = []
-    for k, v in sorted(measured.items()):
-        extra += ["--" + k, repr(v)]
-    note = "from %s: %s" % (path, ", ".join("%s=%.4g" % kv for kv in sorted(measured.items())))
-    if "U" in measured:
-        extra.append("--decode-all")
-        note += " (U: U1 per node, the lab's p = 1 ingest rate; D/(pU) on every strategy)"
-    note += "\n"
-    return argv[:i] + extra + argv[i + 2:], note
-
-
-def lab_inputs(path):
-    """Measured inputs from `cluster-lab paper --json FILE` (docs/LAB.md), in samples:
-    D = the files; R = D / the mean `direct` epoch (every p, every epoch: the shared source's
-    rate as read); N = the median per-node receive rate of `cluster` in epochs 2+ at p >= 2
-    (link bytes / p / seconds, in files of the dataset's mean size); U = U1, the rate one node
-    ingests the dataset with every byte local (the p = 1 `cluster` epochs 2+, else `local`,
-    else the file's calibration run: epochfs_lab.paper_model.ingest_rate). The lab's nodes
-    share one machine's cores, so there the term is D/U1 at every p; here U1 is one node's U of
-    a cluster whose nodes each have their own (D/(p·U1))."""
-    import json
-    import statistics
-    from .lab.paper_model import ingest_rate
-    with open(path) as f:
-        doc = json.load(f)
-    files = doc.get("files") or doc["rates"].get("files")
-    size = doc["dataset_bytes"] / files
-    direct = [r["seconds"] for r in doc["runs"] if r["case"] == "direct"]
-    recv = [r["link_bytes"] / r["nodes"] / r["seconds"] for r in doc["runs"]
-            if r["case"] == "cluster" and r["epoch"] >= 2 and r["nodes"] >= 2 and r["seconds"] > 0]
-    out = {"D": float(files)}
-    if direct:
-        out["R"] = files / statistics.mean(direct)
-    if recv:
-        out["N"] = statistics.median(recv) / size
-    u, _ = ingest_rate(doc)
-    if u:
-        out["U"] = u / size
-    return out
-
-
 def main(argv=None, prog="epochfs-model"):
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     ap.add_argument("--paper", action="store_true", help="print the paper reproduction tables")

@@ -14,6 +14,8 @@ import subprocess
 import sys
 import time
 
+from epochfs import mount_table
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 
 
@@ -49,9 +51,7 @@ def dataset_bytes(root):
 
 
 def is_mounted(path):
-    path = os.path.realpath(path)
-    with open("/proc/self/mounts") as f:
-        return any(line.split()[1] == path for line in f)
+    return mount_table.is_mount_point(os.path.realpath(path))
 
 
 def move_to_root(cgroup, root):

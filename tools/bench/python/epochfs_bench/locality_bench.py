@@ -202,25 +202,26 @@ class LoopbackCluster:
         out = []
         for m in self.mounts:
             st, pe = self.ctl("stats", m), self.ctl("peers", m)
-            tiers = st["tiers"]
-            staging = tiers.get("staging", {})
+
+            def count(path):
+                return admin.reply_value(st, path, 0)
             out.append({
                 "peer_fetched": sum(p["bytes_fetched"] for p in pe["peers"]),
-                "peer": st["peer"]["hit_bytes"],
-                "ram": tiers["ram"]["hit_bytes"],
-                "disk": tiers.get("disk", {}).get("hit_bytes", 0),
-                "staging": staging.get("hit_bytes", 0),
-                "source": tiers["source"]["bytes"],
-                "staged": staging.get("staged_bytes", 0),
-                "staging_dropped_unread": staging.get("evictions", 0),
-                "staging_refused": staging.get("refused", 0),
-                "staging_used": staging.get("used_bytes", 0),  # a level, not a counter
+                "peer": count(admin.STATS_PEER_HIT_BYTES),
+                "ram": count(admin.STATS_RAM_HIT_BYTES),
+                "disk": count(admin.STATS_DISK_HIT_BYTES),
+                "staging": count(admin.STATS_STAGING_HIT_BYTES),
+                "source": count(admin.STATS_SOURCE_BYTES),
+                "staged": count(admin.STATS_STAGING_STAGED_BYTES),
+                "staging_dropped_unread": count(admin.STATS_STAGING_EVICTIONS),
+                "staging_refused": count(admin.STATS_STAGING_REFUSED),
+                "staging_used": count(admin.STATS_STAGING_USED_BYTES),  # a level, not a counter
                 # reads (chunk pieces handed to FUSE reads) by where they found their data
-                "reads_ram": tiers["ram"]["hit_chunks"],
-                "reads_disk": tiers.get("disk", {}).get("hit_chunks", 0),
-                "reads_staging": staging.get("hit_chunks", 0),
-                "reads_peer": st["peer"]["hit_chunks"],
-                "reads_source": tiers["source"]["chunks"],
+                "reads_ram": count(admin.STATS_RAM_HIT_CHUNKS),
+                "reads_disk": count(admin.STATS_DISK_HIT_CHUNKS),
+                "reads_staging": count(admin.STATS_STAGING_HIT_CHUNKS),
+                "reads_peer": count(admin.STATS_PEER_HIT_CHUNKS),
+                "reads_source": count(admin.STATS_SOURCE_CHUNKS),
             })
         return out
 
@@ -233,6 +234,21 @@ class LoopbackCluster:
         for m in self.mounts:
             subprocess.run(["fusermount3", "-u", m], capture_output=True)
         self.mounts = []
+
+
+def start_ranks(ctx, cluster, world, workers, files, procs, conns):
+    """One process per rank, rank r on node r // RANKS_PER_NODE, appended to procs and conns
+    (the caller stops them, also when this raises); returns once every rank sees `files`."""
+    for r in range(world):
+        parent, child = ctx.Pipe()
+        p = ctx.Process(target=_rank_main, args=(child, r, world, r // RANKS_PER_NODE,
+                                                 cluster.mounts[r // RANKS_PER_NODE], workers))
+        p.start()
+        procs.append(p)
+        conns.append(parent)
+    counts = {c.recv()["samples"] for c in conns}
+    if counts != {files}:
+        raise RuntimeError("ranks see %s samples, expected %d" % (counts, files))
 
 
 def _delta(after, before):
@@ -274,17 +290,7 @@ def run(bindir, files=2048, local_batches=(8, 32, 64, 128), seed=0, workers=0, t
         # Each RAM tier can hold the whole dataset; the disk tier keeps the node's own share.
         cluster = LoopbackCluster(bindir, root, src, ram_bytes=max(64 << 20, 2 * data_bytes),
                                   tls=tls, extra=("--prefetch-window", "0"))
-        for r in range(world):
-            parent, child = ctx.Pipe()
-            p = ctx.Process(target=_rank_main, args=(child, r, world, r // RANKS_PER_NODE,
-                                                     cluster.mounts[r // RANKS_PER_NODE],
-                                                     workers))
-            p.start()
-            procs.append(p)
-            conns.append(parent)
-        counts = {c.recv()["samples"] for c in conns}
-        if counts != {files}:
-            raise RuntimeError("ranks see %s samples, expected %d" % (counts, files))
+        start_ranks(ctx, cluster, world, workers, files, procs, conns)
         # `epochctl placement --json` and the Python client read the same map on every node.
         maps = []
         for m in cluster.mounts:

@@ -28,8 +28,7 @@ import tempfile
 import time
 
 from .locality_bench import (NODES, RANKS_PER_NODE, LoopbackCluster, _delta, _drop_caches,
-                             _stop_ranks_and_cluster,
-                             _rank_main, _sum, make_image_folder)
+                             _stop_ranks_and_cluster, _sum, make_image_folder, start_ranks)
 
 
 def _one_cluster(bindir, root, src, data_bytes, files, seed, local_batch, step_ms, workers, tls,
@@ -48,17 +47,7 @@ def _one_cluster(bindir, root, src, data_bytes, files, seed, local_batch, step_m
     try:
         cluster = LoopbackCluster(bindir, root, src, ram_bytes=max(64 << 20, 2 * data_bytes),
                                   tls=tls, extra=extra, node_extra=node_extra)
-        for r in range(world):
-            parent, child = ctx.Pipe()
-            p = ctx.Process(target=_rank_main, args=(child, r, world, r // RANKS_PER_NODE,
-                                                     cluster.mounts[r // RANKS_PER_NODE],
-                                                     workers))
-            p.start()
-            procs.append(p)
-            conns.append(parent)
-        counts = {c.recv()["samples"] for c in conns}
-        if counts != {files}:
-            raise RuntimeError("ranks see %s samples, expected %d" % (counts, files))
+        start_ranks(ctx, cluster, world, workers, files, procs, conns)
 
         def epoch(e):
             before = cluster.counters()

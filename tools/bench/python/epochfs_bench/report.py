@@ -25,6 +25,8 @@ import os
 import statistics
 import sys
 
+from epochfs import admin
+
 CASE_ORDER = ["direct", "bindfs", "rclone", "epochfs", "epochfs-sampler"]
 COLORS = {"direct": "#7f7f7f", "bindfs": "#1f77b4", "rclone": "#ff7f0e", "epochfs": "#9467bd",
           "epochfs-sampler": "#2ca02c"}
@@ -54,6 +56,11 @@ def fmt(values, scale=1.0, digits=1):
     return "%.*f [%.*f..%.*f]" % (digits, med, digits, lo, digits, hi)
 
 
+def _flat(path):
+    """A counter path's key in train-bench's flattened stats (the path less its command)."""
+    return path.split(".", 1)[1]
+
+
 def _stat(delta, *names):
     for n in names:
         for k, v in delta.items():
@@ -67,9 +74,9 @@ def tiers(res, run_, ep):
     total = res["dataset_bytes"] * ep["samples"] / res["dataset_files"]
     d = ep.get("epochfs_stats_delta")
     if d:
-        src = _stat(d, "tiers.source.bytes") or 0  # served to reads that waited on the source
-        ram = _stat(d, "tiers.ram.hit_bytes") or 0
-        disk = _stat(d, "tiers.disk.hit_bytes") or 0
+        src = _stat(d, _flat(admin.STATS_SOURCE_BYTES)) or 0  # served to reads waiting on the source
+        ram = _stat(d, _flat(admin.STATS_RAM_HIT_BYTES)) or 0
+        disk = _stat(d, _flat(admin.STATS_DISK_HIT_BYTES)) or 0
     else:
         src, ram, disk = ep.get("source_bytes_blkio", 0), 0, 0
     return src, ram, disk, max(0.0, total - src - ram - disk)

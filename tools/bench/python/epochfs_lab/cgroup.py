@@ -15,17 +15,17 @@ Standard library only.
 import os
 import time
 
+from epochfs import mount_table
+
 from .util import LabError, read_text, write_text
 
 ROOT = "/sys/fs/cgroup"
 
 
 def _mounts():
-    out = []
-    for line in (read_text("/proc/self/mounts") or "").splitlines():
-        dev, path, fstype, opts = line.split()[:4]
-        out.append((path, fstype, opts.split(",")))
-    return out
+    """(mount point, fstype, super options) of each mount; a cgroup v1 mount names its
+    controllers among its super options."""
+    return [(m.mount_point, m.fstype, m.super_options.split(",")) for m in mount_table.read()]
 
 
 def _own_cgroup(controller):

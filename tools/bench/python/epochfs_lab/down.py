@@ -11,10 +11,11 @@ Standard library only.
 """
 
 import os
-import re
 import shutil
 import signal
 import time
+
+from epochfs import mount_table
 
 from . import cgroup as lab_cgroup, net as lab_net, source as lab_source
 from .state import LabState
@@ -24,19 +25,9 @@ from .util import LabError, log, read_text, run
 LAB_ENTRIES = ("ns", "mnt", "nodes", "secret", "hostfile", "source", "slurm")
 
 
-def _mountinfo():
-    """(mount point, filesystem type, device minor) of each mount in this namespace, in order;
-    the point's octal escapes (\\040 for a space) decoded."""
-    for line in (read_text("/proc/self/mountinfo") or "").splitlines():
-        f, tail = line.split(" - ", 1)[0].split(), line.split(" - ", 1)[1].split()
-        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), f[4])
-        yield point, tail[0], f[2].split(":")[1]
-
-
 def _mounts_under(directory):
     """Mount points at or below directory in this namespace, deepest (and latest) first."""
-    prefix = directory.rstrip("/") + "/"
-    return [p for p, _, _ in reversed(list(_mountinfo())) if p == directory or p.startswith(prefix)]
+    return list(reversed(mount_table.mount_points_under(directory)))
 
 
 def _ns_inodes(state):
@@ -111,9 +102,9 @@ def stop_processes(state, say, grace_s=2.0, wait_s=10.0):
 
 def _abort_fuse(point):
     """Aborts the FUSE connection of a mount whose daemon hangs (a frozen or dead one)."""
-    for p, fstype, minor in _mountinfo():
-        path = "/sys/fs/fuse/connections/%s/abort" % minor
-        if p == point and fstype.startswith("fuse") and os.path.exists(path):
+    for m in mount_table.read():
+        path = "/sys/fs/fuse/connections/%s/abort" % m.device.split(":")[1]
+        if m.mount_point == point and m.fstype.startswith("fuse") and os.path.exists(path):
             with open(path, "w") as fh:
                 fh.write("1")
 

@@ -96,11 +96,12 @@ def daemon_figures(lab):
         except (admin.EpochfsError, OSError, KeyError):
             out.append(None)
             continue
-        memory, ram = stats.get("memory", {}), stats.get("tiers", {}).get("ram", {})
-        out.append({"pid": pid, "shrinks": memory.get("pressure", {}).get("shrinks"),
-                    "rss_bytes": memory.get("rss_bytes"), "rss_peak_bytes": peak_rss(pid),
-                    "ram_used_bytes": ram.get("used_bytes"),
-                    "ram_capacity_bytes": ram.get("capacity_bytes")})
+        def value(path):
+            return admin.reply_value(stats, path)
+        out.append({"pid": pid, "shrinks": value(admin.STATS_MEMORY_PRESSURE_SHRINKS),
+                    "rss_bytes": value(admin.STATS_MEMORY_RSS_BYTES), "rss_peak_bytes": peak_rss(pid),
+                    "ram_used_bytes": value(admin.STATS_RAM_USED_BYTES),
+                    "ram_capacity_bytes": value(admin.STATS_RAM_CAPACITY_BYTES)})
     return out
 
 

@@ -123,6 +123,9 @@ def write_files(lab, options):
     os.makedirs(hooks, mode=0o755, exist_ok=True)
     for name in ("prolog", "epilog", "task-prolog", "epochfs_slurm.py"):
         shutil.copy(os.path.join(HOOKS, name), hooks)
+    # ... with the Python API they import (epochfs.mount_table), as the package installs it.
+    shutil.copytree(os.path.join(REPO, "tools", "python", "epochfs"), os.path.join(hooks, "epochfs"),
+                    ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
     for hook in ("prolog", "epilog", "task-prolog"):
         path = os.path.join(p["dir"], hook)
         write_text(path, _wrapper(p, os.path.join(hooks, hook)))

@@ -56,10 +56,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <vector>
 
 #include "cache/huge_page_slabs.h"
+#include "cache/mutex.h"
 
 namespace epochfs::cache {
 
@@ -134,18 +134,18 @@ class ChunkBufferPool {
   static size_t capacityOfClass(size_t cls);
   // Takes idle blocks out, oldest of the largest classes first, until the
   // idle bytes are at most `target`; the caller frees them after unlocking
-  // (a munmap each above 128 KiB). Needs mu_.
-  std::vector<char*> collectDownToLocked(size_t target);
+  // (a munmap each above 128 KiB).
+  std::vector<char*> collectDownToLocked(size_t target) REQUIRES(mu_);
   // Frees down to `target`; returns the bytes freed.
   size_t freeDownTo(size_t target);
 
   std::atomic<size_t> idleLimit_;
   std::atomic<size_t> maxBufferBytes_;
-  mutable std::mutex mu_;
-  std::vector<std::vector<char*>> idle_;  // per class, newest at the back; guarded by mu_
-  size_t idleBytes_ = 0;                  // guarded by mu_
-  size_t lowWater_ = 0;                   // least idleBytes_ since releaseUnused; guarded by mu_
-  Stats counts_;                          // the counters; guarded by mu_
+  mutable Mutex mu_;
+  std::vector<std::vector<char*>> idle_ GUARDED_BY(mu_);  // per class, newest at the back
+  size_t idleBytes_ GUARDED_BY(mu_) = 0;
+  size_t lowWater_ GUARDED_BY(mu_) = 0;   // least idleBytes_ since releaseUnused
+  Stats counts_ GUARDED_BY(mu_);          // the counters
   std::atomic<uint64_t> bypassFreed_{0};  // gives freed without the lock (not keepable)
   HugePageSlabs slabs_;                   // carved buffers (off unless enabled); own lock
 };

@@ -7,7 +7,7 @@
 namespace epochfs::cache {
 
 HugePageSlabs::~HugePageSlabs() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (uintptr_t slab : slabs_) munmap(reinterpret_cast<void*>(slab), kSlabBytes);
 }
 
@@ -47,7 +47,7 @@ char* HugePageSlabs::carve(size_t bytes) {
   if (!enabled() || bytes == 0 || bytes > kMaxPieceBytes || bytes % kPageBytes != 0) {
     return nullptr;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto fit = holesBySize_.lower_bound({bytes, 0});
   if (fit == holesBySize_.end()) {
     if (counts_.holeBytes > holeLimit() || !mapSlabLocked()) {
@@ -71,7 +71,7 @@ bool HugePageSlabs::release(char* piece) {
   // synchronisation after the carve that mapped the slab: a count of 0 seen
   // here means this is not a piece.
   if (piece == nullptr || mappedSlabs_.load(std::memory_order_relaxed) == 0) return false;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = pieces_.find(reinterpret_cast<uintptr_t>(piece));
   if (it == pieces_.end()) return false;
   uintptr_t start = it->first;
@@ -120,13 +120,13 @@ size_t HugePageSlabs::unmapEmptyLocked(size_t target) {
 }
 
 size_t HugePageSlabs::releaseEmpty() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return unmapEmptyLocked(0);
 }
 
 void HugePageSlabs::setHoleLimit(size_t bytes) {
   holeLimit_.store(bytes, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   unmapEmptyLocked(bytes);
   if (bytes != 0) return;
   // Memory pressure: the partial holes' pages too. The kernel frees them when
@@ -136,7 +136,7 @@ void HugePageSlabs::setHoleLimit(size_t bytes) {
 }
 
 HugePageSlabs::Stats HugePageSlabs::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Stats s = counts_;
   s.slabBytes = slabs_.size() * kSlabBytes;
   return s;

@@ -41,10 +41,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <set>
 #include <unordered_map>
 #include <utility>
+
+#include "cache/mutex.h"
 
 namespace epochfs::cache {
 
@@ -93,24 +94,24 @@ class HugePageSlabs {
  private:
   static uintptr_t slabOf(uintptr_t p) { return p & ~uintptr_t{kSlabBytes - 1}; }
   // Maps a fresh 2 MiB-aligned slab and records it as one hole; false when
-  // mmap fails. Needs mu_.
-  bool mapSlabLocked();
-  void addHoleLocked(uintptr_t start, size_t bytes);
-  void eraseHoleLocked(std::map<uintptr_t, size_t>::iterator it);
-  // Unmaps empty slabs while the holes exceed `target`. Needs mu_.
-  size_t unmapEmptyLocked(size_t target);
+  // mmap fails.
+  bool mapSlabLocked() REQUIRES(mu_);
+  void addHoleLocked(uintptr_t start, size_t bytes) REQUIRES(mu_);
+  void eraseHoleLocked(std::map<uintptr_t, size_t>::iterator it) REQUIRES(mu_);
+  // Unmaps empty slabs while the holes exceed `target`.
+  size_t unmapEmptyLocked(size_t target) REQUIRES(mu_);
 
   std::atomic<bool> enabled_{false};
   std::atomic<size_t> holeLimit_{0};
   // slabs_.size(), readable without mu_: release() of a buffer that cannot be
   // a piece (no slab mapped, as with the slabs off) then takes no lock.
   std::atomic<size_t> mappedSlabs_{0};
-  mutable std::mutex mu_;
-  std::map<uintptr_t, size_t> holes_;                   // start -> bytes; guarded by mu_
-  std::set<std::pair<size_t, uintptr_t>> holesBySize_;  // (bytes, start); guarded by mu_
-  std::unordered_map<uintptr_t, size_t> pieces_;        // live piece -> bytes; guarded by mu_
-  std::set<uintptr_t> slabs_;                           // mapped slab starts; guarded by mu_
-  Stats counts_;  // slabBytes unused here: stats() derives it from slabs_; guarded by mu_
+  mutable Mutex mu_;
+  std::map<uintptr_t, size_t> holes_ GUARDED_BY(mu_);                   // start -> bytes
+  std::set<std::pair<size_t, uintptr_t>> holesBySize_ GUARDED_BY(mu_);  // (bytes, start)
+  std::unordered_map<uintptr_t, size_t> pieces_ GUARDED_BY(mu_);        // live piece -> bytes
+  std::set<uintptr_t> slabs_ GUARDED_BY(mu_);                           // mapped slab starts
+  Stats counts_ GUARDED_BY(mu_);  // slabBytes unused here: stats() derives it from slabs_
 };
 
 }  // namespace epochfs::cache

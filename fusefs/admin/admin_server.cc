@@ -173,9 +173,10 @@ void AdminServer::stop() {
   if (!path_.empty()) unlink(path_.c_str());
   // Wake every connection blocked on its client; handlers in progress finish.
   {
-    std::unique_lock<std::mutex> lock(connMu_);
+    cache::MutexLock lock(connMu_);
     for (int fd : conns_) shutdown(fd, SHUT_RDWR);
-    if (!connCv_.wait_for(lock, std::chrono::seconds(120), [&] { return conns_.empty(); })) {
+    if (!connCv_.waitFor(connMu_, std::chrono::seconds(120),
+                         [&]() REQUIRES(connMu_) { return conns_.empty(); })) {
       spdlog::error("admin: {} connections still busy at shutdown; waiting for them",
                     conns_.size());
     }
@@ -186,7 +187,7 @@ void AdminServer::stop() {
 void AdminServer::joinFinished(bool all) {
   std::vector<std::thread> done;
   {
-    std::lock_guard<std::mutex> lock(connMu_);
+    cache::MutexLock lock(connMu_);
     if (all) {
       for (auto& [id, t] : threads_) done.push_back(std::move(t));
       threads_.clear();
@@ -209,18 +210,18 @@ void AdminServer::acceptLoop() {
     int fd = accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     {
-      std::lock_guard<std::mutex> lock(connMu_);
+      cache::MutexLock lock(connMu_);
       if (conns_.size() < static_cast<size_t>(kMaxConnections) && !stopping_.load()) {
         conns_.insert(fd);
         counters_.connections.fetch_add(1, std::memory_order_relaxed);
         const uint64_t id = nextConnection_++;
         threads_.emplace(id, std::thread([this, fd, id] {
                            serve(fd);
-                           std::lock_guard<std::mutex> l(connMu_);
+                           cache::MutexLock l(connMu_);
                            conns_.erase(fd);
                            close(fd);
                            finished_.push_back(id);
-                           connCv_.notify_all();
+                           connCv_.notifyAll();
                          }));
         continue;
       }

@@ -15,11 +15,9 @@
 
 #include <any>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -28,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache/mutex.h"
 #include "cache/status.h"
 #include "fusefs/admin_protocol.h"
 
@@ -139,14 +138,14 @@ class AdminServer {
   std::thread acceptThread_;
   AdminServerCounters counters_;
 
-  std::mutex connMu_;  // guards conns_, threads_, finished_; pairs with connCv_
-  std::condition_variable connCv_;
-  std::set<int> conns_;  // fds of connections being served
+  cache::Mutex connMu_;
+  cache::CondVar connCv_;                    // waits with connMu_: a connection ended
+  std::set<int> conns_ GUARDED_BY(connMu_);  // fds of connections being served
   // One thread per connection, joined once it ended (never detached: none
   // outlives stop()). Keyed by a connection number, as fds are reused.
-  std::map<uint64_t, std::thread> threads_;
-  std::vector<uint64_t> finished_;
-  uint64_t nextConnection_ = 0;
+  std::map<uint64_t, std::thread> threads_ GUARDED_BY(connMu_);
+  std::vector<uint64_t> finished_ GUARDED_BY(connMu_);
+  uint64_t nextConnection_ GUARDED_BY(connMu_) = 0;
 };
 
 }  // namespace epochfs::fusefs

@@ -12,24 +12,12 @@ namespace {
 using nlohmann::json;
 using Getter = std::function<std::optional<double>(const EpochRun&)>;
 
-std::string format(const char* fmt, double value) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), fmt, value);
-  return buf;
-}
-
 std::string number(double v) {
   double a = std::fabs(v);
   return format(a >= 100 ? "%.0f" : a >= 1 ? "%.2f" : "%.3f", v);
 }
 std::string percent(double v) { return format("%.2f%%", 100 * v); }
 std::string fraction(double v) { return format("%.3f", v); }
-
-std::string range(const Summary& s, std::string (*fmt)(double)) {
-  std::string out = "[";
-  out.append(fmt(s.min)).append(" .. ").append(fmt(s.max)).append("]");
-  return out;
-}
 
 std::vector<double> collect(const std::vector<EpochRun>& runs, const Getter& get) {
   std::vector<double> values;

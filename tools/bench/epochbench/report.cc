@@ -4,9 +4,6 @@
 #include <cmath>
 
 namespace epochfs::bench {
-namespace {
-
-using nlohmann::json;
 
 std::string format(const char* fmt, double value) {
   char buf[64];
@@ -14,16 +11,20 @@ std::string format(const char* fmt, double value) {
   return buf;
 }
 
-// Enough digits to read, no more: 85123, 912, 12.35, 0.0421.
-std::string number(double v) {
-  double a = std::fabs(v);
-  return format(a >= 100 ? "%.0f" : a >= 1 ? "%.2f" : "%.4f", v);
-}
-
 std::string range(const Summary& s, std::string (*fmt)(double)) {
   std::string out = "[";  // appended piecewise: GCC 12 -Wrestrict misfires on "[" + string
   out.append(fmt(s.min)).append(" .. ").append(fmt(s.max)).append("]");
   return out;
+}
+
+namespace {
+
+using nlohmann::json;
+
+// Enough digits to read, no more: 85123, 912, 12.35, 0.0421.
+std::string number(double v) {
+  double a = std::fabs(v);
+  return format(a >= 100 ? "%.0f" : a >= 1 ? "%.2f" : "%.4f", v);
 }
 
 std::string fixed4(double v) { return format("%.4f", v); }

@@ -19,6 +19,11 @@ struct Summary {
 // min/median/max of `values` (median of an even count: mean of the middle two).
 Summary summarize(std::vector<double> values);
 
+// printf of one double into a string (the reports' cells).
+std::string format(const char* fmt, double value);
+// "[min .. max]" of a summary, each end written by `fmt`.
+std::string range(const Summary& s, std::string (*fmt)(double));
+
 // All timed passes of one case.
 struct CaseResult {
   std::string name;

@@ -71,24 +71,6 @@ std::vector<std::string> cells(const EpochCase& c, const Getter& get, std::strin
   return {fmt(s.median), range(s, fmt)};
 }
 
-void printAligned(std::FILE* out, const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> widths;
-  for (const auto& row : rows) {
-    widths.resize(std::max(widths.size(), row.size()), 0);
-    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-  }
-  for (size_t r = 0; r < rows.size(); ++r) {
-    std::string line;
-    for (size_t i = 0; i < rows[r].size(); ++i) {
-      const std::string& cell = rows[r][i];
-      std::string pad(widths[i] - cell.size(), ' ');
-      line += (i == 0 || r == 0 ? cell + pad : pad + cell) + "  ";  // numbers right-aligned
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    std::fprintf(out, "%s\n", line.c_str());
-  }
-}
-
 void printEpochTable(std::FILE* out, const PrefetchResults& results) {
   std::vector<std::vector<std::string>> rows = {
       {"case", "epoch s", "min .. max", "files/s", "min .. max", "MB/s", "waited on source",

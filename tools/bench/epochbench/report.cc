@@ -17,6 +17,26 @@ std::string range(const Summary& s, std::string (*fmt)(double)) {
   return out;
 }
 
+void printAligned(std::FILE* out, const std::vector<std::vector<std::string>>& rows,
+                  const std::vector<std::string>& notes) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()), 0);
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::string line;
+    for (size_t i = 0; i < rows[r].size(); ++i) {
+      const std::string& cell = rows[r][i];
+      std::string pad(widths[i] - cell.size(), ' ');
+      line += (i == 0 || r == 0 ? cell + pad : pad + cell) + "  ";  // numbers right-aligned
+    }
+    if (r < notes.size()) line += notes[r];
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    std::fprintf(out, "%s\n", line.c_str());
+  }
+}
+
 namespace {
 
 using nlohmann::json;
@@ -120,21 +140,7 @@ void printTable(std::FILE* out, const std::vector<CaseResult>& cases) {
     }
     notes.push_back(note);
   }
-  std::vector<size_t> widths(rows[0].size(), 0);
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-  }
-  for (size_t r = 0; r < rows.size(); ++r) {
-    std::string line;
-    for (size_t i = 0; i < rows[r].size(); ++i) {
-      const std::string& cell = rows[r][i];
-      std::string pad(widths[i] - cell.size(), ' ');
-      line += (i == 0 || r == 0 ? cell + pad : pad + cell) + "  ";  // numbers right-aligned
-    }
-    line += notes[r];
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    std::fprintf(out, "%s\n", line.c_str());
-  }
+  printAligned(out, rows, notes);
 }
 
 void printChecks(std::FILE* out, const std::vector<Check>& checks) {

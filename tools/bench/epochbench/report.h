@@ -23,6 +23,10 @@ Summary summarize(std::vector<double> values);
 std::string format(const char* fmt, double value);
 // "[min .. max]" of a summary, each end written by `fmt`.
 std::string range(const Summary& s, std::string (*fmt)(double));
+// Rows as aligned columns (the first row and column left-aligned, the other
+// cells right-aligned), row r followed by notes[r] where given.
+void printAligned(std::FILE* out, const std::vector<std::vector<std::string>>& rows,
+                  const std::vector<std::string>& notes = {});
 
 // All timed passes of one case.
 struct CaseResult {

@@ -3,7 +3,54 @@
 #include <algorithm>
 #include <utility>
 
+#include "transport/candidate_ring.h"
+#include "transport/placement_assigner.h"
+
 namespace epochfs::transport {
+namespace {
+
+bool ringLess(uint64_t a, uint64_t b) {
+  const uint64_t pa = CandidateRing::position(a), pb = CandidateRing::position(b);
+  return pa != pb ? pa < pb : a < b;
+}
+
+// `files` in ring order, each id once (the first listed counts): one radix
+// pass on the position's top 16 bits (std::sort of 10 M pairs alone takes
+// ~1 s), then each bucket (~150 files at 10 M) sorted on its own, the
+// positions computed once per file into a bucket-sized scratch.
+std::vector<FileBytes> inRingOrder(const std::vector<FileBytes>& files) {
+  std::vector<size_t> start(65537, 0);
+  for (const FileBytes& f : files) ++start[(CandidateRing::position(f.fileId) >> 48) + 1];
+  for (size_t b = 1; b < start.size(); ++b) start[b] += start[b - 1];
+  std::vector<FileBytes> out(files.size());
+  std::vector<size_t> next(start.begin(), start.end() - 1);
+  for (const FileBytes& f : files) out[next[CandidateRing::position(f.fileId) >> 48]++] = f;
+  struct Keyed {
+    uint64_t position;
+    uint64_t fileId;
+    size_t listed;  // position in the bucket as listed: the first of a duplicate wins
+  };
+  std::vector<Keyed> keys;
+  std::vector<FileBytes> bucket;
+  size_t kept = 0;
+  for (size_t b = 0; b + 1 < start.size(); ++b) {
+    const size_t begin = start[b], end = start[b + 1];
+    keys.clear();
+    bucket.assign(out.begin() + static_cast<long>(begin), out.begin() + static_cast<long>(end));
+    for (size_t i = 0; i < bucket.size(); ++i)
+      keys.push_back({CandidateRing::position(bucket[i].fileId), bucket[i].fileId, i});
+    std::sort(keys.begin(), keys.end(), [](const Keyed& x, const Keyed& y) {
+      if (x.position != y.position) return x.position < y.position;
+      return x.fileId != y.fileId ? x.fileId < y.fileId : x.listed < y.listed;
+    });
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (i == 0 || keys[i].fileId != keys[i - 1].fileId) out[kept++] = bucket[keys[i].listed];
+  }
+  out.resize(kept);
+  return out;
+}
+
+}  // namespace
 
 PlacementTable PlacementTable::build(const std::vector<FileBytes>& files,
                                      const std::vector<Candidate>& live,
@@ -11,9 +58,10 @@ PlacementTable PlacementTable::build(const std::vector<FileBytes>& files,
   PlacementTable t;
   const size_t n = live.size();
   t.k_ = static_cast<unsigned>(std::min<size_t>(k, n));
-  uint64_t dataset = 0;
-  for (const auto& f : files) dataset += f.bytes;
   if (n == 0 || t.k_ == 0) return t;
+  const std::vector<FileBytes> order = inRingOrder(files);
+  uint64_t dataset = 0;
+  for (const auto& f : order) dataset += f.bytes;
 
   // Bounded load only when every live member announced its capacity.
   bool known = capacityBytes.size() == n;
@@ -26,153 +74,22 @@ PlacementTable PlacementTable::build(const std::vector<FileBytes>& files,
   std::vector<double> limit(n, 0);
   for (size_t i = 0; t.fits_ && i < n; ++i)
     limit[i] = kFill * static_cast<double>(capacityBytes[i]);
-  std::vector<double> used(n, 0);
 
-  // Id order: the same on every node whatever order its snapshot listed.
-  std::vector<FileBytes> order(files);
-  std::sort(order.begin(), order.end(),
-            [](const FileBytes& a, const FileBytes& b) { return a.fileId < b.fileId; });
+  PlacementAssigner assigner(order, live, std::move(limit), t.k_, t.fits_);
+  assigner.assign();
+  if (t.fits_) assigner.balanceCounts(capacityBytes, kCountBand);
 
-  t.ids_.reserve(files.size());
-  t.owners_.reserve(files.size() * t.k_);
-  std::vector<double> score(n);
-  std::vector<char> taken(n);
-  std::vector<size_t> picked;
-  // The best not yet picked (ties: the lower node id), among those with
-  // room for `bytes` when `bounded`; n if none.
-  auto best = [&](double bytes, bool bounded) {
-    size_t b = n;
-    for (size_t i = 0; i < n; ++i) {
-      if (taken[i] || (bounded && used[i] + bytes > limit[i])) continue;
-      if (b == n || score[i] > score[b] ||
-          (score[i] == score[b] && live[i].nodeId < live[b].nodeId))
-        b = i;
-    }
-    return b;
-  };
-  for (const FileBytes& file : order) {
-    const FileBytes* f = &file;
-    if (!t.ids_.empty() && t.ids_.back() == f->fileId) continue;  // a duplicate: the first counts
-    for (size_t i = 0; i < n; ++i)
-      score[i] = rendezvousScore(f->fileId, live[i].nodeId, live[i].weight);
-    std::fill(taken.begin(), taken.end(), 0);
-    picked.clear();
-    const double bytes = static_cast<double>(f->bytes);
-    // The best owners with room; where there are not enough, the best by score.
-    for (bool bounded : {t.fits_, false}) {
-      while (picked.size() < t.k_) {
-        const size_t i = best(bytes, bounded);
-        if (i == n) break;
-        taken[i] = 1;
-        picked.push_back(i);
-      }
-    }
-    t.ids_.push_back(f->fileId);
-    for (size_t i : picked) {
-      used[i] += bytes;
-      t.owners_.push_back(live[i].nodeId);
-    }
-  }
-  if (t.fits_) t.balanceCounts(order, live, capacityBytes, limit, used);
-  for (size_t i = 0; i < n; ++i) t.owned_[live[i].nodeId] = static_cast<uint64_t>(used[i]);
+  t.ids_.reserve(order.size());
+  for (const FileBytes& f : order) t.ids_.push_back(f.fileId);
+  for (size_t i = 0; i < n; ++i)
+    t.owned_[live[i].nodeId] = static_cast<uint64_t>(assigner.usedBytes()[i]);
+  t.owners_ = assigner.takeOwners();
+  for (uint32_t& o : t.owners_) o = live[o].nodeId;
   return t;
 }
 
-// Integer file counts in proportion to capacity that sum to `slots`: each its
-// floor, then the largest remainders (ties: the lower node id) one more.
-static std::vector<size_t> countTargets(const std::vector<Candidate>& live,
-                                        const std::vector<uint64_t>& capacityBytes, size_t slots) {
-  const size_t n = capacityBytes.size();
-  double total = 0;
-  for (uint64_t c : capacityBytes) total += static_cast<double>(c);
-  std::vector<size_t> target(n);
-  std::vector<std::pair<double, size_t>> remainder(n);
-  size_t given = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double exact = static_cast<double>(slots) * static_cast<double>(capacityBytes[i]) / total;
-    target[i] = std::min(slots, static_cast<size_t>(exact));
-    given += target[i];
-    remainder[i] = {exact - static_cast<double>(target[i]), i};
-  }
-  std::sort(remainder.begin(), remainder.end(), [&](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first > b.first : live[a.second].nodeId < live[b.second].nodeId;
-  });
-  for (size_t j = 0; given < slots; j = (j + 1) % n, ++given) ++target[remainder[j].second];
-  return target;
-}
-
-void PlacementTable::balanceCounts(const std::vector<FileBytes>& order,
-                                   const std::vector<Candidate>& live,
-                                   const std::vector<uint64_t>& capacityBytes,
-                                   const std::vector<double>& limit, std::vector<double>& used) {
-  const size_t n = live.size();
-  std::unordered_map<uint32_t, size_t> indexOf;
-  for (size_t i = 0; i < n; ++i) indexOf.emplace(live[i].nodeId, i);
-  std::vector<size_t> count(n, 0);
-  for (uint32_t id : owners_) ++count[indexOf.at(id)];
-  const std::vector<size_t> target = countTargets(live, capacityBytes, owners_.size());
-  std::vector<double> bytesOf(ids_.size());
-  for (size_t f = 0, at = 0; f < order.size() && at < ids_.size(); ++f)
-    if (order[f].fileId == ids_[at]) bytesOf[at++] = static_cast<double>(order[f].bytes);
-
-  // A move: owner slot `slot` (of file slot / k_) goes to node index `to`,
-  // whose score for that file is `closeness` times its current owner's.
-  struct Move {
-    double closeness;
-    size_t slot;
-    size_t to;
-  };
-  std::vector<Move> moves;
-  // Each pass proposes, for every slot of a node above its target, the
-  // best-scoring node below its target that may take it, and makes the moves
-  // closest to a tie first; later passes catch what earlier moves crowded out.
-  for (unsigned pass = 0; pass < n; ++pass) {
-    moves.clear();
-    for (size_t s = 0; s < owners_.size(); ++s) {
-      const size_t from = indexOf.at(owners_[s]);
-      if (count[from] <= target[from]) continue;
-      const size_t file = s / k_;
-      const uint32_t* mine = owners_.data() + file * k_;
-      const double own = rendezvousScore(ids_[file], live[from].nodeId, live[from].weight);
-      size_t to = n;
-      double best = 0;
-      for (size_t j = 0; j < n; ++j) {
-        if (count[j] >= target[j] || used[j] + bytesOf[file] > limit[j]) continue;
-        if (std::find(mine, mine + k_, live[j].nodeId) != mine + k_) continue;
-        const double score = rendezvousScore(ids_[file], live[j].nodeId, live[j].weight);
-        if (to == n || score > best || (score == best && live[j].nodeId < live[to].nodeId)) {
-          to = j;
-          best = score;
-        }
-      }
-      if (to != n) moves.push_back({best / own, s, to});
-    }
-    if (moves.empty()) return;
-    std::sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) {
-      return a.closeness != b.closeness ? a.closeness > b.closeness : a.slot < b.slot;
-    });
-    for (const Move& m : moves) {
-      const size_t from = indexOf.at(owners_[m.slot]);
-      const size_t file = m.slot / k_;
-      const uint32_t* mine = owners_.data() + file * k_;
-      if (count[from] <= target[from] || count[m.to] >= target[m.to]) continue;
-      if (used[m.to] + bytesOf[file] > limit[m.to]) continue;
-      if (std::find(mine, mine + k_, live[m.to].nodeId) != mine + k_) continue;
-      owners_[m.slot] = live[m.to].nodeId;
-      --count[from];
-      ++count[m.to];
-      used[from] -= bytesOf[file];
-      used[m.to] += bytesOf[file];
-    }
-  }
-}
-
-bool PlacementTable::contains(uint64_t fileId) const {
-  return std::binary_search(ids_.begin(), ids_.end(), fileId);
-}
-
 const uint32_t* PlacementTable::ownersOf(uint64_t fileId) const {
-  auto it = std::lower_bound(ids_.begin(), ids_.end(), fileId);
+  auto it = std::lower_bound(ids_.begin(), ids_.end(), fileId, ringLess);
   if (it == ids_.end() || *it != fileId) return nullptr;
   return owners_.data() + static_cast<size_t>(it - ids_.begin()) * k_;
 }

@@ -3,13 +3,16 @@
 // cluster holds the dataset), with nodes of different sizes and replicas; the
 // table is the same whatever order the files were listed in; a dataset too
 // large for the cluster falls back to plain rendezvous and says so; while it
-// fits, every node owns its capacity share of the files by count.
+// fits, every node owns its capacity share of the files by count, within
+// kCountBand (2 %) or one file. Up to 16 members every member is a candidate
+// (the tests with 4 and 8 nodes); past that, the ManyNodes* tests.
 #include "transport/placement_table.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 #include <set>
 
@@ -137,8 +140,15 @@ std::vector<size_t> counts(const PlacementTable& t, const std::vector<FileBytes>
   return c;
 }
 
-// Pass: 8 equal nodes, 2,000 files: every node owns exactly 250 (plain
-// rendezvous scatters them by ~±15), and its bytes stay within its bound.
+// Whether `count` is within the count band of `share`.
+bool inBand(size_t count, double share) {
+  const double slack = std::max(PlacementTable::kCountBand * share, 1.0);
+  return static_cast<double>(count) <= share + slack && static_cast<double>(count) >= share - slack;
+}
+
+// Pass: 8 equal nodes, 2,000 files: every node owns 250 within the band,
+// 245–255 (plain rendezvous scatters them by ~±15), and its bytes stay within
+// its bound.
 TEST(PlacementTable, EqualNodesOwnEqualCounts) {
   uint64_t d = 0;
   const auto files = dataset(2000, &d);
@@ -152,7 +162,7 @@ TEST(PlacementTable, EqualNodesOwnEqualCounts) {
       << "the hash alone should leave an imbalance to fix";
   const auto t = PlacementTable::build(files, live, caps, 1);
   ASSERT_TRUE(t.fits());
-  EXPECT_EQ(counts(t, files, 8), std::vector<size_t>(8, 250));
+  for (size_t c : counts(t, files, 8)) EXPECT_TRUE(inBand(c, 250.0)) << c;
   int moved = 0;
   for (const auto& f : files) moved += t.owners(f.fileId) != rendezvousOwners(f.fileId, live, 1);
   EXPECT_LE(moved, 100) << "balancing moves only a few percent of the files";
@@ -161,7 +171,7 @@ TEST(PlacementTable, EqualNodesOwnEqualCounts) {
 }
 
 // Pass: counts follow capacity (one node twice the others: twice the files,
-// within one) and replicas stay distinct.
+// within the band) and replicas stay distinct.
 TEST(PlacementTable, CountsFollowCapacityWithReplicas) {
   uint64_t d = 0;
   const auto files = dataset(1500, &d);
@@ -169,8 +179,8 @@ TEST(PlacementTable, CountsFollowCapacityWithReplicas) {
   const auto t = PlacementTable::build(files, weighted(caps), caps, 2);
   ASSERT_TRUE(t.fits());
   const auto c = counts(t, files, 4);
-  EXPECT_EQ(c[0], 1200u);  // 3,000 slots × 2/5
-  for (size_t n = 1; n < 4; ++n) EXPECT_EQ(c[n], 600u) << n;
+  EXPECT_TRUE(inBand(c[0], 1200.0)) << c[0];  // 3,000 slots × 2/5
+  for (size_t n = 1; n < 4; ++n) EXPECT_TRUE(inBand(c[n], 600.0)) << n << ": " << c[n];
   for (const auto& f : files) {
     const auto o = t.owners(f.fileId);
     ASSERT_EQ(o.size(), 2u);
@@ -193,6 +203,92 @@ TEST(PlacementTable, BalancingKeepsTheByteBound) {
   }
   EXPECT_EQ(sum, d);
   for (size_t c : counts(t, files, 8)) EXPECT_NEAR(static_cast<double>(c), 250.0, 10.0);
+}
+
+std::vector<Candidate> equalNodes(uint32_t n) {
+  std::vector<Candidate> live;
+  for (uint32_t i = 0; i < n; ++i) live.push_back({i * 7 + 3, 1.0});  // ids not 0..n-1
+  return live;
+}
+
+// Pass: 256 nodes (candidates from the ring), 200,000 files (781 a node, as
+// 1 M over 1,024): every file has one owner, each node's count within the
+// band and its bytes within its bound; the table does not depend on the
+// listing order or on the order of the members.
+TEST(PlacementTable, ManyNodesFitAndOwnTheirShare) {
+  uint64_t d = 0;
+  auto files = dataset(200000, &d);
+  auto live = equalNodes(256);
+  const std::vector<uint64_t> caps(256, d / 256 * 4 / 3);
+  const auto t = PlacementTable::build(files, live, caps, 1);
+  ASSERT_TRUE(t.fits());
+  std::map<uint32_t, size_t> count;
+  for (const auto& f : files) {
+    const auto o = t.owners(f.fileId);
+    ASSERT_EQ(o.size(), 1u);
+    ++count[o[0]];
+  }
+  ASSERT_EQ(count.size(), 256u);
+  for (const auto& c : live) {
+    EXPECT_TRUE(inBand(count[c.nodeId], 200000.0 / 256)) << c.nodeId << ": " << count[c.nodeId];
+    EXPECT_LE(static_cast<double>(t.ownedBytes(c.nodeId)), 0.95 * static_cast<double>(caps[0]));
+  }
+  std::shuffle(files.begin(), files.end(), std::mt19937_64(5));
+  std::reverse(live.begin(), live.end());
+  const auto again = PlacementTable::build(files, live, caps, 1);
+  for (const auto& f : files) ASSERT_EQ(again.owners(f.fileId), t.owners(f.fileId));
+}
+
+// Pass: with 256 nodes a leaving node's files move and few others: at most
+// 0.6 × its count more (measured: placement-bench's leave_ratio), and an
+// unbalanced placement (no count band) would move none.
+TEST(PlacementTable, ManyNodesLeaveMovesLittleMore) {
+  uint64_t d = 0;
+  const auto files = dataset(200000, &d);
+  auto live = equalNodes(256);
+  const std::vector<uint64_t> caps(256, d / 256 * 4 / 3);
+  const auto all = PlacementTable::build(files, live, caps, 1);
+  const uint32_t gone = live[100].nodeId;
+  live.erase(live.begin() + 100);
+  const auto after = PlacementTable::build(files, live, std::vector<uint64_t>(255, caps[0]), 1);
+  ASSERT_TRUE(after.fits());
+  size_t own = 0, moved = 0;
+  for (const auto& f : files) {
+    own += all.owners(f.fileId)[0] == gone;
+    moved += all.owners(f.fileId) != after.owners(f.fileId);
+  }
+  ASSERT_GT(own, 0u);
+  EXPECT_LE(static_cast<double>(moved), 1.6 * static_cast<double>(own)) << moved << " of " << own;
+}
+
+// Pass: 64 nodes of two sizes with 2 replicas: replicas distinct, counts
+// follow capacity within the band, bytes within each bound; a dataset too
+// large falls back to each file's best candidates (not scoring every node).
+TEST(PlacementTable, ManyNodesWeightedReplicasAndFallback) {
+  uint64_t d = 0;
+  const auto files = dataset(50000, &d);
+  std::vector<uint64_t> caps;
+  for (int i = 0; i < 64; ++i) caps.push_back(i % 2 == 0 ? d / 32 : d / 16);  // 3 D for 2 replicas
+  double total = 0;
+  for (uint64_t c : caps) total += static_cast<double>(c);
+  const auto live = weighted(caps);
+  const auto t = PlacementTable::build(files, live, caps, 2);
+  ASSERT_TRUE(t.fits());
+  const auto c = counts(t, files, 64);
+  for (uint32_t n = 0; n < 64; ++n) {
+    const double share = 100000.0 * static_cast<double>(caps[n]) / total;
+    EXPECT_TRUE(inBand(c[n], share)) << n << ": " << c[n] << " of " << share;
+    EXPECT_LE(static_cast<double>(t.ownedBytes(n)), 0.95 * static_cast<double>(caps[n])) << n;
+  }
+  for (const auto& f : files) {
+    const auto o = t.owners(f.fileId);
+    ASSERT_EQ(o.size(), 2u);
+    EXPECT_NE(o[0], o[1]);
+  }
+  const std::vector<uint64_t> small(64, d / 100);
+  const auto over = PlacementTable::build(files, live, small, 1);
+  EXPECT_FALSE(over.fits());
+  for (const auto& f : files) ASSERT_EQ(over.owners(f.fileId).size(), 1u);
 }
 
 }  // namespace

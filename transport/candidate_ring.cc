@@ -31,8 +31,8 @@ CandidateRing::CandidateRing(const std::vector<Candidate>& live) : live_(live) {
   std::vector<uint64_t> count(n);
   bucketStart_.assign(65537, 0);
   for (uint32_t m = 0; m < n; ++m) {
-    const double share = static_cast<double>(kPointsPerMember) * live_[m].weight *
-                         static_cast<double>(n) / total;
+    const double share =
+        static_cast<double>(kPointsPerMember) * live_[m].weight * static_cast<double>(n) / total;
     count[m] = std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(share)));
     for (uint64_t j = 0; j < count[m]; ++j) ++bucketStart_[(pointAt(live_[m].nodeId, j) >> 16) + 1];
   }
@@ -53,7 +53,8 @@ CandidateRing::CandidateRing(const std::vector<Candidate>& live) : live_(live) {
   // kWindowPoints of the mean member's points, for the member count rounded
   // up to a power of two: a leave or join below the next power keeps it.
   const uint64_t rounded = std::bit_ceil(static_cast<uint64_t>(n));
-  window_ = static_cast<uint32_t>((uint64_t{1} << 32) / (kPointsPerMember * rounded) * kWindowPoints);
+  window_ =
+      static_cast<uint32_t>((uint64_t{1} << 32) / (kPointsPerMember * rounded) * kWindowPoints);
 }
 
 uint64_t CandidateRing::position(uint64_t fileId) {
@@ -97,15 +98,15 @@ void CandidateRing::candidates(uint64_t fileId, size_t atLeast, std::vector<Scor
       size_t i = first + step;
       if (i >= points_.size()) i -= points_.size();
       const Point& p = points_[i];
-      if (static_cast<uint32_t>(p.at - at) >= window_ && out.size() >= atLeast) break;  // unsigned: ring distance
+      if (static_cast<uint32_t>(p.at - at) >= window_ && out.size() >= atLeast)
+        break;  // unsigned: ring distance
       const bool seen = std::any_of(out.begin(), out.end(),
                                     [&](const Scored& s) { return s.member == p.member; });
       if (!seen) out.push_back({p.member, score(fileId, p.member)});
     }
   }
   std::sort(out.begin(), out.end(), [&](const Scored& a, const Scored& b) {
-    return a.score != b.score ? a.score > b.score
-                              : live_[a.member].nodeId < live_[b.member].nodeId;
+    return a.score != b.score ? a.score > b.score : live_[a.member].nodeId < live_[b.member].nodeId;
   });
 }
 

@@ -63,10 +63,10 @@ class CandidateRing {
   size_t firstPointFrom(uint32_t at) const;
 
   std::vector<Candidate> live_;
-  bool all_ = true;  // every member is a candidate (the small case)
-  std::vector<Point> points_;           // sorted by `at`
-  std::vector<uint32_t> bucketStart_;   // first point of each top-16-bit bucket
-  uint32_t window_ = 0;                 // ring distance a window spans
+  bool all_ = true;                    // every member is a candidate (the small case)
+  std::vector<Point> points_;          // sorted by `at`
+  std::vector<uint32_t> bucketStart_;  // first point of each top-16-bit bucket
+  uint32_t window_ = 0;                // ring distance a window spans
 };
 
 }  // namespace epochfs::transport

@@ -51,8 +51,6 @@ class CandidateRing {
   // file, as a ratio of rendezvous scores: 1 is a tie, smaller is farther.
   double closeness(double from, double to) const;
 
-  size_t members() const { return live_.size(); }
-
  private:
   struct Point {
     uint32_t at = 0;

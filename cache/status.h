@@ -52,6 +52,10 @@ class Status {
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
   std::string toString() const;
+  // The same code, the message behind "what: ".
+  Status withContext(const std::string& what) const {
+    return Status(code_, what + ": " + message_);
+  }
 
  private:
   Status(Code c, std::string m) : code_(c), message_(std::move(m)) {}

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <thread>
+#include <unordered_map>
 
 namespace epochfs::fusefs {
 
@@ -161,7 +163,175 @@ Result<DatasetNamespace> DatasetNamespace::snapshot(int rootFd, unsigned threads
   if (!s.isOk()) return s;
   if (ns.nodes_.size() >= UINT32_MAX) return Status::tooLarge("more than 4 billion entries");
   ns.renumberCanonically();
-  ns.fingerprint_ = ns.computeFingerprint();
+  ns.fingerprint_ = ns.computeFingerprint(/*withVersions=*/false);
+  return ns;
+}
+
+namespace {
+
+// Hashes std::string and std::string_view alike, so the directory map is
+// searched with views into the entries' paths (no copy per entry).
+struct PathHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return XXH3_64bits(s.data(), s.size()); }
+};
+
+// Relative, '/'-separated, no empty, "." or ".." component.
+bool wellFormedPath(std::string_view p) {
+  if (p.empty()) return false;
+  for (size_t start = 0;;) {
+    const size_t slash = p.find('/', start);
+    const std::string_view c =
+        p.substr(start, slash == std::string_view::npos ? slash : slash - start);
+    if (c.empty() || c == "." || c == "..") return false;
+    if (slash == std::string_view::npos) return true;
+    start = slash + 1;
+  }
+}
+
+}  // namespace
+
+// Builds the nodes from a listing: directories are found (or created with the
+// default attributes, parents first) through a map from path to inode; files
+// are appended under their parent. Then every child list is sorted by name and
+// rid of duplicate names, and renumberCanonically() drops the losers.
+class DatasetNamespace::EntryBuilder {
+ public:
+  EntryBuilder(DatasetNamespace& ns, const NodeAttr& dirAttr) : ns_(ns), dirAttr_(dirAttr) {}
+
+  Status run(std::vector<NamespaceEntry>& entries) {
+    ns_.nodes_.reserve(entries.size() + 1);
+    Node root;
+    root.attr = dirAttr_;
+    ns_.nodes_.push_back(std::move(root));
+    listed_.push_back(true);
+    dirs_.emplace("", 1);
+    for (NamespaceEntry& e : entries) {
+      // A path adds at most one node per component (at most half its bytes).
+      if (ns_.nodes_.size() + e.path.size() / 2 + 2 >= UINT32_MAX) {
+        return Status::tooLarge("more than 4 billion entries");
+      }
+      add(e);
+    }
+    dropDuplicates();
+    if (malformed_ > 0) {
+      spdlog::warn("namespace: skipped {} malformed path(s), e.g. '{}'", malformed_,
+                   malformedExample_);
+    }
+    if (duplicates_ > 0) {
+      spdlog::warn("namespace: skipped {} duplicate path(s), e.g. '{}'", duplicates_,
+                   duplicateExample_);
+    }
+    return Status::ok();
+  }
+
+ private:
+  void add(NamespaceEntry& e) {
+    if (!wellFormedPath(e.path)) {
+      if (malformed_++ == 0) malformedExample_ = e.path;
+      return;
+    }
+    const size_t slash = e.path.rfind('/');
+    const std::string_view parentPath =
+        slash == std::string::npos ? std::string_view() : std::string_view(e.path).substr(0, slash);
+    if (!S_ISDIR(e.attr.mode)) {
+      const uint32_t parent = dir(parentPath);  // before e.path is moved from
+      addNode(parent, std::move(e.path), e.attr);
+      return;
+    }
+    if (auto it = dirs_.find(e.path); it != dirs_.end()) {
+      // Created as some path's parent: the listing's attributes replace the
+      // defaults; listed twice: the first wins.
+      if (!listed_[it->second - 1]) {
+        ns_.nodes_[it->second - 1].attr = e.attr;
+        listed_[it->second - 1] = true;
+      } else if (duplicates_++ == 0) {
+        duplicateExample_ = e.path;
+      }
+      return;
+    }
+    const uint32_t parent = dir(parentPath);
+    const uint32_t ino = addNode(parent, std::move(e.path), e.attr);
+    listed_[ino - 1] = true;
+    dirs_.emplace(ns_.nodes_[ino - 1].path, ino);
+  }
+
+  // The directory at `path`, created with its missing parents.
+  uint32_t dir(std::string_view path) {
+    if (auto it = dirs_.find(path); it != dirs_.end()) return it->second;
+    const size_t slash = path.rfind('/');
+    const uint32_t parent = dir(slash == std::string_view::npos ? "" : path.substr(0, slash));
+    const uint32_t ino = addNode(parent, std::string(path), dirAttr_);
+    dirs_.emplace(std::string(path), ino);
+    return ino;
+  }
+
+  uint32_t addNode(uint32_t parent, std::string path, const NodeAttr& attr) {
+    Node n;
+    n.parent = parent;
+    const size_t slash = path.rfind('/');
+    n.nameOffset = slash == std::string::npos ? 0 : static_cast<uint32_t>(slash + 1);
+    n.path = std::move(path);
+    n.fileId = cache::fileIdForPath(n.path);
+    n.attr = attr;
+    ns_.nodes_.push_back(std::move(n));
+    listed_.push_back(false);
+    const auto ino = static_cast<uint32_t>(ns_.nodes_.size());
+    ns_.nodes_[parent - 1].children.push_back(ino);
+    return ino;
+  }
+
+  // Sorts every child list by name; of equal names a directory wins, then the
+  // first added. Directories are unique (the map), so only files are dropped.
+  void dropDuplicates() {
+    auto& nodes = ns_.nodes_;
+    for (Node& n : nodes) {
+      auto& kids = n.children;
+      if (kids.size() < 2) continue;
+      std::sort(kids.begin(), kids.end(), [&](uint32_t a, uint32_t b) {
+        const std::string_view na = ns_.name(a), nb = ns_.name(b);
+        if (na != nb) return na < nb;
+        const bool da = S_ISDIR(nodes[a - 1].attr.mode), db = S_ISDIR(nodes[b - 1].attr.mode);
+        if (da != db) return da;
+        return a < b;
+      });
+      auto last = std::unique(kids.begin(), kids.end(), [&](uint32_t a, uint32_t b) {
+        if (ns_.name(a) != ns_.name(b)) return false;
+        if (duplicates_++ == 0) duplicateExample_ = nodes[b - 1].path;
+        return true;
+      });
+      kids.erase(last, kids.end());
+    }
+  }
+
+  DatasetNamespace& ns_;
+  const NodeAttr dirAttr_;
+  std::unordered_map<std::string, uint32_t, PathHash, std::equal_to<>> dirs_;  // path -> inode
+  std::vector<bool> listed_;  // by inode - 1: attributes from the listing (not dirAttr)
+  uint64_t malformed_ = 0, duplicates_ = 0;
+  std::string malformedExample_, duplicateExample_;
+};
+
+Result<DatasetNamespace> DatasetNamespace::fromEntries(std::vector<NamespaceEntry> entries,
+                                                       const NodeAttr& dirAttr) {
+  DatasetNamespace ns;
+  {
+    EntryBuilder builder(ns, dirAttr);
+    Status s = builder.run(entries);
+    if (!s.isOk()) return s;
+  }
+  entries = {};
+  ns.renumberCanonically();
+  for (size_t i = 1; i < ns.nodes_.size(); ++i) {  // the root is not counted (as in snapshot())
+    const NodeAttr& a = ns.nodes_[i].attr;
+    if (S_ISDIR(a.mode)) {
+      ++ns.dirs_;
+    } else if (S_ISREG(a.mode)) {
+      ++ns.files_;
+      ns.bytes_ += a.size;
+    }
+  }
+  ns.fingerprint_ = ns.computeFingerprint(/*withVersions=*/true);
   return ns;
 }
 
@@ -187,7 +357,7 @@ void DatasetNamespace::renumberCanonically() {
   nodes_ = std::move(renumbered);
 }
 
-uint64_t DatasetNamespace::computeFingerprint() const {
+uint64_t DatasetNamespace::computeFingerprint(bool withVersions) const {
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
   for (const Node& n : nodes_) {
@@ -199,6 +369,7 @@ uint64_t DatasetNamespace::computeFingerprint() const {
     XXH3_64bits_update(st, fields, sizeof fields);
     XXH3_64bits_update(st, n.path.data(), n.path.size() + 1);  // with the NUL
     XXH3_64bits_update(st, n.target.data(), n.target.size() + 1);
+    if (withVersions && !dir) XXH3_64bits_update(st, &n.attr.sourceIno, sizeof n.attr.sourceIno);
   }
   const uint64_t h = XXH3_64bits_digest(st);
   XXH3_freeState(st);

@@ -1,11 +1,12 @@
 // DatasetNamespace: the snapshot of the source tree taken at mount (a
-// parallel walk), served from memory so lookups and readdir never touch the
-// source. Inode numbers are node indexes + 1 (the root is FUSE_ROOT_ID = 1),
-// numbered breadth-first in name order, so the same tree gets the same numbers
-// in every process (a restarted daemon serves the node ids the kernel holds).
-// Nodes are never removed, so an inode stays valid for the mount's lifetime
-// (FUSE forget is a no-op). Attributes may change in --revalidate mode:
-// readers copy them out under a striped lock (attr(), setAttr()).
+// parallel walk of a directory, or built from a listing's entries, e.g. an
+// object store's keys: fusefs/object_tree.h), served from memory so lookups
+// and readdir never touch the source. Inode numbers are node indexes + 1 (the
+// root is FUSE_ROOT_ID = 1), numbered breadth-first in name order, so the same
+// tree gets the same numbers in every process (a restarted daemon serves the
+// node ids the kernel holds). Nodes are never removed, so an inode stays valid
+// for the mount's lifetime (FUSE forget is a no-op). Attributes may change in
+// --revalidate mode: readers copy them out under a striped lock (attr(), setAttr()).
 #pragma once
 
 #include <sys/stat.h>
@@ -37,6 +38,12 @@ struct NodeAttr {
   bool gone = false;  // deleted from the source (seen in --revalidate mode)
 };
 
+// One file (or explicit directory) of a listing, for DatasetNamespace::fromEntries.
+struct NamespaceEntry {
+  std::string path;  // relative, '/'-separated, no leading '/', no empty, "." or ".." component
+  NodeAttr attr;     // mode says file or directory
+};
+
 class DatasetNamespace {
  public:
   using Ino = uint64_t;
@@ -44,6 +51,15 @@ class DatasetNamespace {
 
   // Walks the directory open at `rootFd` with `threads` threads.
   static cache::Result<DatasetNamespace> snapshot(int rootFd, unsigned threads);
+  // Builds the tree from `entries`, in any order (one thread). Parent directories
+  // that are not listed, and the root, get `dirAttr`. The numbering is snapshot()'s
+  // (the same tree gets the same numbers). Defensive, never fatal: a malformed path
+  // is skipped; of two entries with the same path the first wins, except that a
+  // directory beats a file (the file could not hold the directory's entries);
+  // each kind is logged once. The fingerprint is snapshot()'s plus each
+  // non-directory's sourceIno (a listing's version hash, e.g. of the ETag).
+  static cache::Result<DatasetNamespace> fromEntries(std::vector<NamespaceEntry> entries,
+                                                     const NodeAttr& dirAttr);
 
   bool valid(Ino ino) const { return ino >= 1 && ino <= nodes_.size(); }
   // The child `name` of directory `parent`, or 0.
@@ -68,8 +84,9 @@ class DatasetNamespace {
   uint64_t dirCount() const { return dirs_; }
   uint64_t totalBytes() const { return bytes_; }
   // Hash, taken at the snapshot, of every path in inode order with its mode,
-  // size, mtime, ctime and symlink target: equal fingerprints mean the same
-  // numbering of the same versions (what a restarted daemon must find).
+  // size, mtime, ctime and symlink target (and, built from a listing, each
+  // file's sourceIno): equal fingerprints mean the same numbering of the same
+  // versions (what a restarted daemon must find).
   uint64_t fingerprint() const { return fingerprint_; }
 
  private:
@@ -83,10 +100,14 @@ class DatasetNamespace {
     NodeAttr attr;
   };
   class Walker;
+  class EntryBuilder;  // fromEntries()
   // Renumbers the nodes breadth-first in name order (the walk's threads
-  // append them in whatever order they finish).
+  // append them in whatever order they finish); nodes no child list reaches
+  // are dropped.
   void renumberCanonically();
-  uint64_t computeFingerprint() const;
+  // `withVersions`: also hash each non-directory's sourceIno (listings only:
+  // a POSIX walk's fingerprint leaves inode numbers out).
+  uint64_t computeFingerprint(bool withVersions) const;
 
   DatasetNamespace() = default;
   std::mutex& stripe(Ino ino) const { return (*stripes_)[ino % stripes_->size()]; }

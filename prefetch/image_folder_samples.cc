@@ -221,6 +221,22 @@ bool hasImageExtension(std::string_view name) {
   return false;
 }
 
+std::string noValidFileMessage(const std::vector<std::string>& emptyClasses) {
+  std::string msg = "Found no valid file for the classes ";
+  for (size_t i = 0; i < emptyClasses.size(); ++i) {
+    if (i > 0) msg += ", ";
+    msg += emptyClasses[i];
+  }
+  msg += ". Supported extensions are: ";
+  bool first = true;
+  for (const char* ext : kImageExtensions) {
+    if (!first) msg += ", ";
+    msg += ext;
+    first = false;
+  }
+  return msg;
+}
+
 Result<ImageFolderSamples> listImageFolderSamples(const std::string& root) {
   auto classes = findClasses(root);
   if (!classes) return classes.status();
@@ -248,21 +264,7 @@ Result<ImageFolderSamples> listImageFolderSamples(const std::string& root) {
     }
     if (result.samples.size() == before) emptyClasses.push_back(cls);
   }
-  if (!emptyClasses.empty()) {
-    std::string msg = "Found no valid file for the classes ";
-    for (size_t i = 0; i < emptyClasses.size(); ++i) {
-      if (i > 0) msg += ", ";
-      msg += emptyClasses[i];
-    }
-    msg += ". Supported extensions are: ";
-    bool first = true;
-    for (const char* ext : kImageExtensions) {
-      if (!first) msg += ", ";
-      msg += ext;
-      first = false;
-    }
-    return Status::notFound(msg);
-  }
+  if (!emptyClasses.empty()) return Status::notFound(noValidFileMessage(emptyClasses));
   return result;
 }
 

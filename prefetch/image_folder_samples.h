@@ -59,6 +59,12 @@ cache::Result<ImageFolderSamples> listImageFolderSamples(const std::string& root
 // Python's ordering of two file names (str comparison after surrogateescape decoding).
 bool pythonNameLess(std::string_view a, std::string_view b);
 
+// Whether ImageFolder takes `name` as a sample (kImageExtensions, ASCII case folded).
+bool hasImageExtension(std::string_view name);
+
+// The message ImageFolder raises for classes without a sample (`emptyClasses` sorted).
+std::string noValidFileMessage(const std::vector<std::string>& emptyClasses);
+
 // torchvision's has_file_allowed_extension(name, IMG_EXTENSIONS).
 bool hasImageExtension(std::string_view name);
 

@@ -74,7 +74,10 @@ struct MountState {
   cache::ChunkCache& cache;
   prefetch::Prefetcher& prefetcher;
   std::atomic<prefetch::TorchOrderFollower*>& follower;
-  int sourceRootFd = -1;                        // the source root, for refresh's re-snapshot
+  // A fresh snapshot of the source, for refresh (NamespaceRefresher::Snapshot).
+  std::function<cache::Result<DatasetNamespace>()> snapshot;
+  // The source's own section of `status` (an object store's requests); unset: none.
+  std::function<nlohmann::json()> sourceStatus;
   const transport::Cluster* cluster = nullptr;  // null: not clustered
   bool supervised = false;                      // upgrade restarts the worker (else it is refused)
   // Ends the mount through the daemon's normal stop path (`restart`: the

@@ -9,8 +9,8 @@ namespace epochfs::fusefs {
 using Ino = DatasetNamespace::Ino;
 
 NamespaceRefresher::NamespaceRefresher(DatasetNamespace& live, cache::ChunkCache& cache,
-                                       int sourceRootFd, unsigned threads)
-    : live_(live), cache_(cache), rootFd_(sourceRootFd), threads_(threads) {}
+                                       Snapshot snapshot)
+    : live_(live), cache_(cache), snapshot_(std::move(snapshot)) {}
 
 void NamespaceRefresher::list(std::vector<std::string>& v, const std::string& path,
                               RefreshReport& r) {
@@ -116,7 +116,8 @@ void NamespaceRefresher::compareDirs(const DatasetNamespace& fresh, Ino oldDir, 
 cache::Result<RefreshReport> NamespaceRefresher::refresh() {
   std::lock_guard<std::mutex> lock(mu_);
   const auto t0 = std::chrono::steady_clock::now();
-  auto fresh = DatasetNamespace::snapshot(rootFd_, threads_);
+  if (!snapshot_) return cache::Status::invalidArgument("this mount cannot re-snapshot its source");
+  auto fresh = snapshot_();
   if (!fresh.isOk()) return fresh.status();
   RefreshReport r;
   // The root itself: only its attributes can change.

@@ -1,5 +1,5 @@
-// NamespaceRefresher: `epochctl refresh` — re-snapshots the source and brings
-// the live namespace up to date where that is safe while the mount serves:
+// NamespaceRefresher: `epochctl refresh` — re-snapshots the source (walks it, or lists it) and
+// brings the live namespace up to date where that is safe while the mount serves:
 //
 // - changed entries (size, mtime, ctime, inode, mode, owner) get the new
 //   attributes (DatasetNamespace::setAttr) and a regular file's cached chunks
@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -42,8 +43,10 @@ class NamespaceRefresher {
  public:
   static constexpr size_t kMaxListed = 100;
 
-  NamespaceRefresher(DatasetNamespace& live, cache::ChunkCache& cache, int sourceRootFd,
-                     unsigned threads);
+  // `snapshot` takes a fresh snapshot of the source: a walk of a POSIX
+  // directory, or a listing of an object store's prefix.
+  using Snapshot = std::function<cache::Result<DatasetNamespace>()>;
+  NamespaceRefresher(DatasetNamespace& live, cache::ChunkCache& cache, Snapshot snapshot);
 
   cache::Result<RefreshReport> refresh();
 
@@ -61,8 +64,7 @@ class NamespaceRefresher {
 
   DatasetNamespace& live_;
   cache::ChunkCache& cache_;
-  const int rootFd_;
-  const unsigned threads_;
+  const Snapshot snapshot_;
   std::mutex mu_;  // one refresh at a time
   std::atomic<uint64_t> version_{1};
   std::atomic<uint64_t> refreshes_{0};

@@ -21,6 +21,7 @@
 #include "fusefs/daemon/memory_limit.h"
 #include "fusefs/daemon/supervisor_link.h"
 #include "fusefs/mount_table.h"
+#include "fusefs/namespace_image_folder.h"
 #include "fusefs/version_info.h"
 #include "prefetch/image_folder_samples.h"
 #include "transport/membership.h"
@@ -110,7 +111,10 @@ Daemon::~Daemon() {
 }
 
 void Daemon::setUpTorchOrder() {
-  auto listed = prefetch::listImageFolderSamples(options_.source);
+  // A directory is listed as torchvision lists it; an object store's
+  // listing is the namespace itself.
+  auto listed =
+      s3_ ? imageFolderSamplesOf(*namespace_) : prefetch::listImageFolderSamples(options_.source);
   if (!listed.isOk()) {
     spdlog::error("--order torch-distributed: {}", listed.status().message());
     return;
@@ -121,7 +125,7 @@ void Daemon::setUpTorchOrder() {
   size_t unresolved = 0;
   for (const auto& s : listed->samples) {
     auto ino = resolveAdminPath(*namespace_, s.relPath);
-    if (!ino.isOk()) {
+    if (!ino.isOk() && !s3_) {
       char* real = realpath((options_.source + "/" + s.relPath).c_str(), nullptr);
       const std::string prefix = options_.source + "/";
       if (real != nullptr && std::string(real).rfind(prefix, 0) == 0) {
@@ -278,15 +282,35 @@ Status Daemon::startCluster() {
   return Status::ok();
 }
 
-Status Daemon::start() {
-  startedAt_ = std::chrono::steady_clock::now();
+Status Daemon::openSource() {
+  if (options_.s3) {
+    auto ds = S3Dataset::open(*options_.s3, std::move(s3Credentials_), s3CredentialsOrigin_);
+    s3Credentials_.reset();
+    if (!ds.isOk()) return ds.status();
+    s3_ = std::move(ds).value();
+    source_ = &s3_->source();
+    datasetId_ = cache::datasetIdForPath(s3_->datasetKey());
+    return Status::ok();
+  }
   datasetId_ = cache::datasetIdForPath(options_.source);
   auto src = cache::PosixSource::open(options_.source);
   if (!src.isOk()) return src.status();
-  source_ = std::move(src).value();
+  posix_ = std::move(src).value();
+  source_ = posix_.get();
+  return Status::ok();
+}
+
+cache::Result<DatasetNamespace> Daemon::snapshotSource() {
+  if (s3_) return s3_->snapshot();
+  return DatasetNamespace::snapshot(posix_->rootFd(), 16);
+}
+
+Status Daemon::start() {
+  startedAt_ = std::chrono::steady_clock::now();
+  if (Status s = openSource(); !s.isOk()) return s;
 
   const auto t0 = std::chrono::steady_clock::now();
-  auto ns = DatasetNamespace::snapshot(source_->rootFd(), 16);
+  auto ns = snapshotSource();
   if (!ns.isOk()) return ns.status();
   namespace_ = std::make_unique<DatasetNamespace>(std::move(ns).value());
   snapshotSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -308,7 +332,7 @@ Status Daemon::start() {
   cache::ChunkCache::Options co;
   co.datasetId = datasetId_;
   co.chunkSize = options_.chunkSize;
-  cache::Source* reads = source_.get();
+  cache::Source* reads = source_;
   if (options_.injectSourceLatencyMs > 0) {
     delayed_ = std::make_unique<cache::DelayedSource>(
         *source_, std::chrono::milliseconds(options_.injectSourceLatencyMs));
@@ -353,37 +377,39 @@ Status Daemon::start() {
   });
   if (options_.torchOrder) orderSetup_ = std::thread([this] { setUpTorchOrder(); });
 
-  MountState state{.config = adminConfig(options_),
-                   .startedAt = startedAt_,
-                   .snapshotSeconds = snapshotSeconds_,
-                   .ns = *namespace_,
-                   .ram = *ram_,
-                   .disk = disk_.get(),
-                   .cache = *cache_,
-                   .prefetcher = *prefetcher_,
-                   .follower = follower_,
-                   .sourceRootFd = source_->rootFd(),
-                   .cluster = cluster_.get(),
-                   .supervised = supervision_.has_value(),
-                   .stop = [this](bool restart) { stop(restart); },
-                   .libraries = [this]() -> json {
-                     FuseServer* f = mounted_.load();
-                     const std::string protocol = f ? f->protocol() : "";
-                     const std::string kernel = f ? f->kernelProtocol() : "";
-                     return {
-                         {"fuse_protocol", protocol.empty() ? json(nullptr) : json(protocol)},
-                         {"kernel_fuse_protocol", kernel.empty() ? json(nullptr) : json(kernel)},
-                         {"libfuse", libfuseVersion()},
-                         {"ucx", transport::ucxVersion()}};
-                   },
-                   .residentBytes = [] { return currentRssBytes(); },
-                   .memoryPressure =
-                       [this] {
-                         const MemoryPressureWatcher* w = memWatch_.get();
-                         return w ? MemoryPressureFigures{true, w->shrinks(), w->lowestCapBytes(),
-                                                          w->workingSetBytes()}
-                                  : MemoryPressureFigures{};
-                       }};
+  MountState state{
+      .config = adminConfig(options_),
+      .startedAt = startedAt_,
+      .snapshotSeconds = snapshotSeconds_,
+      .ns = *namespace_,
+      .ram = *ram_,
+      .disk = disk_.get(),
+      .cache = *cache_,
+      .prefetcher = *prefetcher_,
+      .follower = follower_,
+      .snapshot = [this] { return snapshotSource(); },
+      .sourceStatus =
+          s3_ ? std::function<json()>([this] { return s3_->status(); }) : std::function<json()>(),
+      .cluster = cluster_.get(),
+      .supervised = supervision_.has_value(),
+      .stop = [this](bool restart) { stop(restart); },
+      .libraries = [this]() -> json {
+        FuseServer* f = mounted_.load();
+        const std::string protocol = f ? f->protocol() : "";
+        const std::string kernel = f ? f->kernelProtocol() : "";
+        return {{"fuse_protocol", protocol.empty() ? json(nullptr) : json(protocol)},
+                {"kernel_fuse_protocol", kernel.empty() ? json(nullptr) : json(kernel)},
+                {"libfuse", libfuseVersion()},
+                {"ucx", transport::ucxVersion()}};
+      },
+      .residentBytes = [] { return currentRssBytes(); },
+      .memoryPressure =
+          [this] {
+            const MemoryPressureWatcher* w = memWatch_.get();
+            return w ? MemoryPressureFigures{true, w->shrinks(), w->lowestCapBytes(),
+                                             w->workingSetBytes()}
+                     : MemoryPressureFigures{};
+          }};
   adminCommands_ = std::make_unique<AdminCommands>(state);
   s = adminCommands_->registerAll(admin_);
   if (!s.isOk()) return s;

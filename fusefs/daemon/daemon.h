@@ -22,6 +22,7 @@
 #include "fusefs/daemon/allocator_trimmer.h"
 #include "fusefs/daemon/memory_pressure_watcher.h"
 #include "fusefs/daemon/mount_options.h"
+#include "fusefs/daemon/s3_dataset.h"
 #include "fusefs/dataset_namespace.h"
 #include "fusefs/fuse_server.h"
 #include "fusefs/kernel_page_pusher.h"
@@ -43,6 +44,12 @@ class Daemon {
     std::string expectedFingerprint;  // a restart: the first worker's namespace
   };
   void setSupervision(Supervision s) { supervision_ = std::move(s); }
+  // An s3:// source: the credentials main() resolved (nullopt: unsigned) and
+  // where they came from; set before start().
+  void setS3Credentials(std::optional<transport::s3::Credentials> c, std::string origin) {
+    s3Credentials_ = std::move(c);
+    s3CredentialsOrigin_ = std::move(origin);
+  }
 
   // Snapshots the source, opens the tiers, mounts and starts the admin
   // socket. On success the mount is in place; run() serves it.
@@ -69,6 +76,9 @@ class Daemon {
   void enableHugePageSlabs();
   cache::Status openTiers();
   cache::Status startCluster();
+  // Opens the source (a directory, or an object store) and snapshots it.
+  cache::Status openSource();
+  cache::Result<DatasetNamespace> snapshotSource();
 
   MountOptions options_;
   std::optional<Supervision> supervision_;
@@ -76,8 +86,12 @@ class Daemon {
   std::chrono::steady_clock::time_point startedAt_;
   uint64_t datasetId_ = 0;
   double snapshotSeconds_ = 0;
-  std::unique_ptr<cache::PosixSource> source_;
-  std::unique_ptr<cache::Source> delayed_;  // --inject-source-latency (testing)
+  std::optional<transport::s3::Credentials> s3Credentials_;
+  std::string s3CredentialsOrigin_;
+  std::unique_ptr<cache::PosixSource> posix_;  // a directory source
+  std::unique_ptr<S3Dataset> s3_;              // or an s3:// one
+  cache::Source* source_ = nullptr;            // whichever it is
+  std::unique_ptr<cache::Source> delayed_;     // --inject-source-latency (testing)
   std::unique_ptr<DatasetNamespace> namespace_;
   std::unique_ptr<cache::RamTier> ram_;
   uint64_t receivePoolBytes_ = 0;                    // fitMemory()

@@ -17,6 +17,8 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,10 +29,12 @@
 #include "fusefs/daemon/supervisor_link.h"
 #include "fusefs/libfuse_log.h"
 #include "fusefs/version_info.h"
+#include "transport/s3/credential_chain.h"
 
 namespace {
 
 using epochfs::fusefs::MountOptions;
+using epochfs::transport::s3::ResolvedCredentials;
 
 int fail(const std::string& reason) {
   std::fprintf(stderr, "epochfs: error: %s\n", reason.c_str());
@@ -71,12 +75,50 @@ void detachStdio() {
   close(null);
 }
 
+// The AWS tools' secrets in the environment, wiped in place and removed
+// before any child starts: /proc/PID/environ shows the process's initial
+// environment block, which unsetenv() leaves as it was.
+void scrubAwsEnvironment() {
+  for (const char* name :
+       {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"}) {
+    const size_t n = std::strlen(name);
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::strncmp(*e, name, n) == 0 && (*e)[n] == '=') {
+        explicit_bzero(*e + n + 1, std::strlen(*e + n + 1));
+      }
+    }
+    unsetenv(name);
+  }
+}
+
+// An s3:// mount's credentials: a worker reads them from its supervisor's
+// pipe; the first process resolves them (the AWS chain) and scrubs them from
+// its environment.
+epochfs::cache::Result<ResolvedCredentials> s3Credentials(const MountOptions& o,
+                                                          epochfs::fusefs::SupervisorLink* link) {
+  if (link != nullptr) {
+    std::string bytes = link->takeHandoff();
+    auto r = epochfs::transport::s3::decodeCredentials(bytes);
+    explicit_bzero(bytes.data(), bytes.size());
+    return r;
+  }
+  epochfs::transport::s3::CredentialRequest req;
+  req.credentialsFile = o.s3->credentialsFile;
+  req.profile = o.s3->profile;
+  req.noSign = o.s3->noSign;
+  auto r = epochfs::transport::s3::resolveCredentials(req);
+  scrubAwsEnvironment();
+  return r;
+}
+
 // A supervisor's worker: serves the mount (mounting it, or resuming the one
 // the supervisor holds) and reports to the supervisor instead of a pipe.
-int runWorker(const MountOptions& options, epochfs::fusefs::SupervisorLink& link) {
+int runWorker(const MountOptions& options, epochfs::fusefs::SupervisorLink& link,
+              std::optional<ResolvedCredentials> s3) {
   using epochfs::fusefs::Daemon;
   setupLogging(options);
   Daemon daemon(options);
+  if (s3) daemon.setS3Credentials(std::move(s3->credentials), s3->origin);
   Daemon::Supervision sup;
   sup.adoptFd = link.fuseFd();
   sup.initMessage = link.initMessage();
@@ -119,9 +161,19 @@ int main(int argc, char** argv) {
   // Both the supervised worker and the single-process daemon serve chunks:
   // bound the allocator before any thread or chunk exists.
   epochfs::fusefs::boundAllocatorRetention();
-  if (auto link = epochfs::fusefs::SupervisorLink::fromEnvironment()) {
+  auto link = epochfs::fusefs::SupervisorLink::fromEnvironment();
+  std::optional<ResolvedCredentials> s3;
+  if (options.s3) {
+    auto c = s3Credentials(options, link.get());
+    if (!c.isOk()) {
+      if (link) link->sendError(c.status().message());
+      return fail(c.status().message());
+    }
+    s3 = std::move(c).value();
+  }
+  if (link) {
     raiseFileLimit();
-    return runWorker(options, *link);
+    return runWorker(options, *link, std::move(s3));
   }
   if (auto s = epochfs::fusefs::checkMountable(options); !s.isOk()) return fail(s.message());
   raiseFileLimit();
@@ -151,12 +203,15 @@ int main(int argc, char** argv) {
     // The supervisor forks the workers: it starts no threads of its own.
     epochfs::fusefs::Supervisor supervisor(options, std::vector<std::string>(argv, argv + argc),
                                            options.foreground ? -1 : ready[1]);
+    if (s3) supervisor.setHandoff(epochfs::transport::s3::encodeCredentials(*s3));
+    s3.reset();
     const int rc = supervisor.run();
     if (options.foreground && !supervisor.startError().empty())
       return fail(supervisor.startError());
     return rc;
   }
   epochfs::fusefs::Daemon daemon(options);
+  if (s3) daemon.setS3Credentials(std::move(s3->credentials), s3->origin);
   auto started = daemon.start();
   if (!started.isOk()) {
     if (options.foreground) return fail(started.message());

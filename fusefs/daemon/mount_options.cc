@@ -12,6 +12,7 @@
 #include <set>
 
 #include "fusefs/daemon/memory_limit.h"
+#include "fusefs/daemon/s3_mount_options.h"
 
 namespace epochfs::fusefs {
 
@@ -202,7 +203,7 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
   MountOptions& o = cl.options;
   std::string ramCache, diskCache, chunkSize = "1M";
   CLI::App app{"epochfs: a read-only FUSE cache for deep-learning datasets", "epochfs"};
-  app.add_option("source", o.source, "Dataset directory (the source)")->required();
+  app.add_option("source", o.source, "Dataset directory, or s3://BUCKET[/PREFIX]")->required();
   app.add_option("mountpoint", o.mountpoint, "Where to mount it")->required();
   app.add_flag("-f,--foreground", o.foreground, "Stay in the foreground");
   bool noSupervisor = false;
@@ -283,6 +284,8 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
       ->check(CLI::Range(10, 600000));
   app.add_flag("--allow-other", o.allowOther, "Let other users read the mount");
   app.add_flag("--nonempty", o.nonempty, "Allow mounting over a non-empty directory");
+  S3CommandLine s3;
+  addS3Options(app, s3);
   // main() prints the versions (fusefs/version_info.h): this parser stays
   // free of libfuse and UCX (the fuzzer links it alone).
   app.set_version_flag("-V,--version", std::string(),
@@ -309,6 +312,11 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
     return Status::invalidArgument("the source and the mountpoint must not be empty");
   }
 
+  if (Status s = finishS3Options(o, s3); !s.isOk()) return s;
+  if (o.s3 && o.revalidateSeconds > 0) {
+    return Status::invalidArgument(
+        "--revalidate is not supported for an s3:// source (use epochctl refresh)");
+  }
   o.peerMac = peerIntegrity == "mac";
   o.memoryWatch = memoryWatch == "on";
   o.hugePages = hugePages == "on"    ? MountOptions::HugePages::kOn
@@ -369,7 +377,11 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
 Result<MountOptions> resolveMountOptions(MountCommandLine cl) {
   MountOptions& o = cl.options;
   try {
-    o.source = canonicalDir(o.source, "source");
+    if (o.s3) {
+      resolveS3Options(*o.s3);
+    } else {
+      o.source = canonicalDir(o.source, "source");
+    }
     // A restarted worker (fusefs/daemon/supervisor.h) is given the canonical path:
     // stat() on its own mount would wait for itself.
     const char* resumed = std::getenv("EPOCHFS_RESUME_MOUNTPOINT");

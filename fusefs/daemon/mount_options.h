@@ -18,8 +18,24 @@ namespace epochfs::fusefs {
 
 inline constexpr unsigned kDefaultFuseThreads = 16;  // --threads
 
+// An s3://BUCKET[/PREFIX] source (fusefs/daemon/s3_mount_options.h parses it).
+// No credential is ever held here: they are resolved apart (main.cc).
+struct S3MountOptions {
+  std::string bucket;
+  std::string prefix;               // "" or ending in '/'
+  std::string endpoint;             // --s3-endpoint URL; "": the AWS regional endpoint
+  std::string region;               // --s3-region, else AWS_REGION/AWS_DEFAULT_REGION/us-east-1
+  std::string addressing = "auto";  // --s3-addressing auto|path|virtual
+  bool noSign = false;              // --s3-no-sign-request
+  std::string credentialsFile;      // --s3-credentials-file (absolute)
+  std::string profile;              // --s3-profile
+  std::string caFile;               // --s3-ca-file (absolute); "": the system CA store
+  unsigned maxRequests = 32;        // --s3-max-requests: requests in flight
+};
+
 struct MountOptions {
-  std::string source;      // absolute, canonical
+  std::string source;  // absolute, canonical; or "s3://BUCKET/PREFIX" (then s3 is set)
+  std::optional<S3MountOptions> s3;
   std::string mountpoint;  // absolute, canonical
   bool foreground = false;
   // A supervisor process keeps the mount and restarts a killed daemon

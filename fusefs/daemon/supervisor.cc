@@ -80,6 +80,7 @@ Supervisor::Supervisor(const MountOptions& options, std::vector<std::string> arg
 }
 
 Supervisor::~Supervisor() {
+  explicit_bzero(handoff_.data(), handoff_.size());
   for (int fd : {cwdFd_, signalFd_, channel_, fuseFd_, readyFd_}) {
     if (fd >= 0) close(fd);
   }
@@ -161,6 +162,17 @@ bool Supervisor::spawnWorker() {
       setenv(kEnvFuseInit, hexInit.c_str(), 1);
       setenv(kEnvFingerprint, fingerprint_.c_str(), 1);
       setenv(kEnvResumeMountpoint, options_.mountpoint.c_str(), 1);
+    }
+    if (!handoff_.empty()) {
+      // Fits the pipe's buffer (64 KiB): written whole before the worker runs.
+      int p[2];
+      if (pipe(p) != 0 ||
+          write(p[1], handoff_.data(), handoff_.size()) != static_cast<ssize_t>(handoff_.size())) {
+        _exit(127);
+      }
+      close(p[1]);
+      explicit_bzero(handoff_.data(), handoff_.size());
+      setenv(kEnvHandoff, std::to_string(p[0]).c_str(), 1);
     }
     execv(exePath_.c_str(), argv.data());
     _exit(127);

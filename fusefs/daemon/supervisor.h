@@ -30,6 +30,10 @@ class Supervisor {
   Supervisor(const MountOptions& options, std::vector<std::string> argv, int readyFd);
   ~Supervisor();
 
+  // Bytes each worker gets on a pipe (kEnvHandoff), never in its environment:
+  // an S3 mount's credentials. Wiped when the supervisor ends.
+  void setHandoff(std::string bytes) { handoff_ = std::move(bytes); }
+
   // Runs until the mount is gone. Returns the exit code of the process.
   int run();
   // Why the first worker did not start ("" if it did).
@@ -52,6 +56,7 @@ class Supervisor {
   int channel_ = -1;  // supervisor's end of the current worker's socket
   int fuseFd_ = -1;   // our copy of the mount's /dev/fuse descriptor
   std::string initMessage_;
+  std::string handoff_;
   std::string fingerprint_;  // of the first worker's namespace
   std::string lastError_;
   std::string startError_;

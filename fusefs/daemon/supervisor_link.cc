@@ -64,8 +64,10 @@ std::unique_ptr<SupervisorLink> SupervisorLink::fromEnvironment() {
   if (link->fuseFd_ >= 0) fcntl(link->fuseFd_, F_SETFD, FD_CLOEXEC);
   link->initMessage_ = fromHex(envString(kEnvFuseInit));
   link->fingerprint_ = envString(kEnvFingerprint);
-  for (const char* name :
-       {kEnvChannel, kEnvFuseFd, kEnvFuseInit, kEnvFingerprint, kEnvResumeMountpoint}) {
+  link->handoffFd_ = envFd(kEnvHandoff);
+  if (link->handoffFd_ >= 0) fcntl(link->handoffFd_, F_SETFD, FD_CLOEXEC);
+  for (const char* name : {kEnvChannel, kEnvFuseFd, kEnvFuseInit, kEnvFingerprint,
+                           kEnvResumeMountpoint, kEnvHandoff}) {
     unsetenv(name);
   }
   return link;
@@ -73,6 +75,21 @@ std::unique_ptr<SupervisorLink> SupervisorLink::fromEnvironment() {
 
 SupervisorLink::~SupervisorLink() {
   if (channel_ >= 0) close(channel_);
+  if (handoffFd_ >= 0) close(handoffFd_);
+}
+
+std::string SupervisorLink::takeHandoff() {
+  std::string out;
+  if (handoffFd_ < 0) return out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(handoffFd_, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) out.append(buf, static_cast<size_t>(n));
+  }
+  explicit_bzero(buf, sizeof buf);
+  close(handoffFd_);
+  handoffFd_ = -1;
+  return out;
 }
 
 void SupervisorLink::send(const std::string& message, int fd) {

@@ -23,6 +23,9 @@ inline constexpr const char* kEnvFingerprint = "EPOCHFS_NAMESPACE_FP";  // resta
 // Restarts only: the canonical mountpoint, read by parseMountOptions instead
 // of resolving the path (a stat() of the mount would wait for this worker).
 inline constexpr const char* kEnvResumeMountpoint = "EPOCHFS_RESUME_MOUNTPOINT";
+// A pipe carrying what the worker must not get through its environment (an
+// S3 mount's credentials): the supervisor writes it for every worker it starts.
+inline constexpr const char* kEnvHandoff = "EPOCHFS_HANDOFF_FD";
 
 class SupervisorLink {
  public:
@@ -35,6 +38,8 @@ class SupervisorLink {
   int fuseFd() const { return fuseFd_; }  // -1: mount yourself
   const std::string& initMessage() const { return initMessage_; }
   const std::string& expectedFingerprint() const { return fingerprint_; }  // "" if none
+  // The bytes on the hand-off pipe ("" without one); reads it once and closes it.
+  std::string takeHandoff();
 
   void sendFuse(int fuseFd, const std::string& initMessage);
   void sendReady(const std::string& fingerprint);
@@ -46,6 +51,7 @@ class SupervisorLink {
 
   int channel_ = -1;
   int fuseFd_ = -1;
+  int handoffFd_ = -1;
   std::string initMessage_;
   std::string fingerprint_;
 };

@@ -49,8 +49,10 @@ struct HeaderList {
 // timeout, reset), IoError for what will not (TLS verification, a bad CA file).
 Status curlError(CURLcode rc, const char* errorBuffer, const std::string& what,
                  const std::string& endpoint) {
-  std::string m = "s3: " + what + " (" + endpoint + "): " + curl_easy_strerror(rc);
-  if (errorBuffer[0] != '\0') m += ": " + std::string(errorBuffer);
+  // The handle's own text is the more precise ("Failed to connect to 127.0.0.1
+  // port 9 after 0 ms: Couldn't connect to server"); curl's generic one else.
+  std::string m = "s3: " + what + " (" + endpoint +
+                  "): " + (errorBuffer[0] != '\0' ? errorBuffer : curl_easy_strerror(rc));
   switch (rc) {
     case CURLE_PEER_FAILED_VERIFICATION:
     case CURLE_SSL_CACERT_BADFILE:
@@ -145,9 +147,15 @@ Status S3Client::perform(const Request& request, S3Response& response) {
   const S3Endpoint& ep = config_.endpoint;
   const std::string endpointUrl = ep.endpointUrl();
   const std::string host = ep.hostHeader();
+  const std::string url = ep.url(request.path, request.query);
+
+  // The handle first: the request is signed once it may go (a caller that
+  // waited for a handle still sends a fresh x-amz-date).
+  CURL* h = static_cast<CURL*>(acquireHandle());
+  if (h == nullptr) return Status::noSpace("s3: " + request.what + ": curl_easy_init failed");
   HeaderList headers;
   bool ok = headers.add("Host: " + host) && headers.add("Expect:");
-  for (const auto& h : request.headers) ok = ok && headers.add(h.name + ": " + h.value);
+  for (const auto& hd : request.headers) ok = ok && headers.add(hd.name + ": " + hd.value);
   if (signer_) {
     SigningRequest sr;
     sr.method = request.method;
@@ -156,14 +164,16 @@ Status S3Client::perform(const Request& request, S3Response& response) {
     sr.query = request.query;
     sr.headers = request.headers;
     auto auth = signer_->sign(sr, std::chrono::system_clock::now());
-    if (!auth.isOk()) return auth.status();
-    for (const auto& h : *auth) ok = ok && headers.add(h.name + ": " + h.value);
+    if (!auth.isOk()) {
+      releaseHandle(h);
+      return auth.status();
+    }
+    for (const auto& hd : *auth) ok = ok && headers.add(hd.name + ": " + hd.value);
   }
-  if (!ok) return Status::noSpace("s3: " + request.what + ": out of memory for the headers");
-  const std::string url = ep.url(request.path, request.query);
-
-  CURL* h = static_cast<CURL*>(acquireHandle());
-  if (h == nullptr) return Status::noSpace("s3: " + request.what + ": curl_easy_init failed");
+  if (!ok) {
+    releaseHandle(h);
+    return Status::noSpace("s3: " + request.what + ": out of memory for the headers");
+  }
   inFlight_.fetch_add(1, std::memory_order_relaxed);
   // reset() keeps the handle's live connection, its DNS and TLS session caches.
   curl_easy_reset(h);

@@ -199,6 +199,10 @@ Status S3Client::perform(const Request& request, S3Response& response) {
   set(curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
                        static_cast<long>(config_.connectTimeout.count())));
   set(curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(config_.requestTimeout.count())));
+  // A server that stops sending (or never answers) fails in 20 s, not at the
+  // whole-request timeout: fewer than 1 byte/s for 20 s ends the request.
+  set(curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L));
+  set(curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 20L));
   set(curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L));
   set(curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L));
   if (!config_.caFile.empty()) set(curl_easy_setopt(h, CURLOPT_CAINFO, config_.caFile.c_str()));

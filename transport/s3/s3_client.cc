@@ -310,6 +310,16 @@ Result<size_t> S3Client::getRange(const std::string& key, uint64_t offset, char*
   return got;
 }
 
+// The Status of a response other than 200: S3's error, or an unexpected success code.
+Status S3Client::statusOf(const Request& req, const S3Response& r) const {
+  const S3Endpoint& ep = config_.endpoint;
+  if (r.success()) {
+    return Status::ioError("s3: " + req.what + ": unexpected HTTP status " +
+                           std::to_string(r.status()));
+  }
+  return r.errorStatus(req.what, ep.endpointUrl(), ep.region);
+}
+
 Result<ObjectInfo> S3Client::head(const std::string& key) {
   const S3Endpoint& ep = config_.endpoint;
   if (key.empty()) return Status::invalidArgument("s3: HEAD of an empty key");
@@ -320,11 +330,7 @@ Result<ObjectInfo> S3Client::head(const std::string& key) {
   heads_.fetch_add(1, std::memory_order_relaxed);
   S3Response r(req.sink);
   Status s = perform(req, r);
-  if (s.isOk() && r.status() != 200) {
-    s = r.success() ? Status::ioError("s3: " + req.what + ": unexpected HTTP status " +
-                                      std::to_string(r.status()))
-                    : r.errorStatus(req.what, ep.endpointUrl(), ep.region);
-  }
+  if (s.isOk() && r.status() != 200) s = statusOf(req, r);
   if (s.isOk() && !r.contentLength()) {
     s = Status::ioError("s3: " + req.what + ": no Content-Length in the response");
   }
@@ -354,11 +360,7 @@ Result<ListPage> S3Client::listPage(const ListObjectsRequest& request) {
   lists_.fetch_add(1, std::memory_order_relaxed);
   S3Response r(req.sink);
   Status s = perform(req, r);
-  if (s.isOk() && r.status() != 200) {
-    s = r.success() ? Status::ioError("s3: " + req.what + ": unexpected HTTP status " +
-                                      std::to_string(r.status()))
-                    : r.errorStatus(req.what, ep.endpointUrl(), ep.region);
-  }
+  if (s.isOk() && r.status() != 200) s = statusOf(req, r);
   if (!s.isOk()) {
     errors_.fetch_add(1, std::memory_order_relaxed);
     return s;

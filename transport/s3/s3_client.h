@@ -121,6 +121,8 @@ class S3Client {
   // transport failure is the returned Status; an HTTP error status is left
   // in `response` for the caller to map.
   cache::Status perform(const Request& request, S3Response& response);
+  // The Status of a response other than 200 (S3's error, or an unexpected success).
+  cache::Status statusOf(const Request& request, const S3Response& response) const;
   // Every page of one listing (no delimiter unless given), into `out`.
   cache::Status listWalk(ListObjectsRequest request, std::vector<ListEntry>& out,
                          std::vector<std::string>* commonPrefixes);

@@ -113,17 +113,22 @@ class Fixture:
         self.region = st["region"]
         self.credentials_file = st["credentials_file"]
         self.profile = st["profile"]
+        # The HTTPS endpoint and the CA that signed its certificate (None: --no-https).
+        self.https_endpoint = st.get("https_endpoint")
+        self.ca_file = st.get("ca_file")
         ini = configparser.ConfigParser()
         ini.read(self.credentials_file)
         self.key_id = ini[self.profile]["aws_access_key_id"]
         self.secret = ini[self.profile]["aws_secret_access_key"]
         assert len(self.secret) >= 16 and len(self.key_id) >= 8
 
-    def client(self, threads=16):
+    def client(self, threads=16, https=False):
+        """boto3 against the plain endpoint, or (https) the HTTPS one verified with the CA."""
         import boto3
         from botocore.config import Config
         return boto3.session.Session().client(
-            "s3", endpoint_url=self.endpoint, region_name=self.region,
+            "s3", endpoint_url=self.https_endpoint if https else self.endpoint,
+            region_name=self.region, verify=self.ca_file if https else None,
             aws_access_key_id=self.key_id, aws_secret_access_key=self.secret,
             config=Config(s3={"addressing_style": "path"}, max_pool_connections=threads,
                           retries={"max_attempts": 3}))
@@ -256,6 +261,20 @@ def mount(source, mnt, args, env, log_file=None, timeout=60):
             % (" ".join(full), "timed out" if r is None else "exit %d" % r.returncode, secs,
                r and r.stdout, r and r.stderr, tail(log_file) if log_file else ""))
     return secs
+
+
+def mount_refused(source, mnt, args, env, timeout):
+    """Runs `epochfs SOURCE MNT ARGS` expected to fail; cleans up whatever it left (a mount, a
+    daemon). Returns (CompletedProcess or None on timeout, seconds, mounted, pids left)."""
+    r, secs = run_epochfs([source, mnt] + list(args), env, timeout)
+    mounted = is_mounted(mnt)
+    deadline = time.monotonic() + 5  # a daemon that failed may take a moment to exit
+    while epochfs_pids(mnt) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = epochfs_pids(mnt)
+    if mounted or left:
+        unmount(mnt)
+    return r, secs, mounted, left
 
 
 def epochctl(mnt, *args, check=True, timeout=120):

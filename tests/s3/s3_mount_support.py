@@ -337,6 +337,49 @@ def hash_in_subprocess(paths, timeout=60):
     return {p: tuple(v) for p, v in json.loads(r.stdout).items()}
 
 
+READ_CHILD = """import errno,hashlib,json,os,sys,time
+path, off, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+t0 = time.monotonic()
+try:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        out = bytearray()
+        while size < 0 or len(out) < size:
+            b = os.pread(fd, 1 << 20 if size < 0 else min(1 << 20, size - len(out)), off + len(out))
+            if not b:
+                break
+            out += b
+    finally:
+        os.close(fd)
+    r = {"ok": True, "len": len(out), "sha256": hashlib.sha256(out).hexdigest()}
+except OSError as e:
+    r = {"ok": False, "errno": e.errno, "errname": errno.errorcode.get(e.errno, "?"), "error": str(e)}
+r["secs"] = time.monotonic() - t0
+print(json.dumps(r))
+"""
+
+
+def read_child(path, offset=0, size=-1, timeout=60):
+    """Reads `size` bytes (-1: to the end) of `path` from `offset` in a child python (a hung FUSE
+    read cannot hang the test). Returns {"ok": True, "len", "sha256", "secs"} or {"ok": False,
+    "errno", "errname", "error", "secs"}; {"ok": False, "errname": "TIMEOUT"} after `timeout` s."""
+    t0 = time.monotonic()
+    try:
+        r = subprocess.run([sys.executable, "-c", READ_CHILD, path, str(offset), str(size)],
+                           capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "errno": None, "errname": "TIMEOUT", "error": "over %d s" % timeout,
+                "secs": time.monotonic() - t0}
+    if r.returncode != 0:
+        raise AssertionError("the reading child failed: %s" % r.stderr.strip())
+    return json.loads(r.stdout)
+
+
+def digest(data):
+    """What read_child reports for `data` read whole: (len, sha256 hex)."""
+    return len(data), hashlib.sha256(data).hexdigest()
+
+
 def make_tmp(kind):
     # The pid in the name lets tools/test tell a live run's mount from a stale one.
     return tempfile.mkdtemp(prefix="epochfs-s3-%s-%d-" % (kind, os.getpid()))

@@ -8,6 +8,10 @@ Counted outside the daemons: source bytes (inotify opens x sizes, and the loop d
 counter), link bytes on the nodes' veths, each read's bytes against the source's sha1.
 The figures the lab answers for (docs/LAB.md): epoch 1 reads <= 1.01 D from the source,
 later epochs none, link bytes (p-1)/p of what the nodes read within 10 %.
+With --s3 the dataset is in the lab's object store (object_store.py: rgw on a node of its own
+behind a link of --source-bw) and the nodes mount it; counted by rgw itself: epoch 1 <= 1.02
+GETs per object for the whole cluster, later epochs none; the peer bytes are what the nodes
+received less what the store sent.
 Standard library only.
 """
 
@@ -19,7 +23,7 @@ import tempfile
 import time
 
 from epochfs import admin
-from . import workload as lab_workload
+from . import object_store as lab_object_store, workload as lab_workload
 from .lab import Lab
 from .down import down
 from .util import ArgParser, LabError, log, parse_rate
@@ -33,7 +37,7 @@ def daemon_ram_cache(lab, node):
 
 
 def run(files=2000, nodes=4, epochs=2, link=125_000_000, source_bw=100 << 20, workdir="/var/tmp",
-        say=log):
+        say=log, s3=False):
     """Makes a lab, runs the epochs, removes the lab; returns the figures."""
     root = tempfile.mkdtemp(prefix="epochfs-lab-capacity-", dir=workdir)
     lab = None
@@ -49,10 +53,13 @@ def run(files=2000, nodes=4, epochs=2, link=125_000_000, source_bw=100 << 20, wo
         say("%d files, %.1f MiB; %d nodes of %.1f MiB memory, --ram-cache 50%%" % (
             files, d_bytes / 2**20, nodes, memory / 2**20))
         lab = Lab.up(data, nodes, directory=os.path.join(root, "lab"), link=link, source_bw=source_bw,
-                     node_memory=memory, epochfs_options=["--ram-cache", "50%"])
+                     node_memory=memory, epochfs_options=["--ram-cache", "50%"], s3=s3)
         ram = [daemon_ram_cache(lab, n) for n in lab.nodes]
-        counters = lab_workload.Counters(lab, lab_workload.source_counter(lab.source["path"]), dataset)
-        out = {"files": files, "dataset_bytes": d_bytes, "nodes": nodes,
+        if s3:
+            counters = lab_object_store.StoreCounters(lab)
+        else:
+            counters = lab_workload.Counters(lab, lab_workload.source_counter(lab.source["path"]), dataset)
+        out = {"files": files, "dataset_bytes": d_bytes, "nodes": nodes, "s3": s3,
                "node_memory": lab.doc["config"]["node_memory"],
                "link_bytes_per_s": link, "source_bw_bytes_per_s": source_bw,
                "ram_cache": [r for r, _ in ram], "memory_limit": [m for _, m in ram], "epochs": []}
@@ -62,7 +69,9 @@ def run(files=2000, nodes=4, epochs=2, link=125_000_000, source_bw=100 << 20, wo
             figures["bad_reads"] = lab_workload.check_reads(reads, dataset)[:20]
             figures["reads"] = sum(len(r) for r in reads.values())
             out["epochs"].append(figures)
-            say(lab_workload.summary_line("epoch %d" % e, figures, d_bytes, nodes)
+            line = (lab_object_store.summary_line("epoch %d" % e, figures, d_bytes, files, nodes) if s3
+                    else lab_workload.summary_line("epoch %d" % e, figures, d_bytes, nodes))
+            say(line
                 + ("; %d WRONG reads" % len(figures["bad_reads"]) if figures["bad_reads"] else ""))
         return out
     finally:
@@ -80,12 +89,14 @@ def main(argv):
     ap.add_argument("--link", default="1gbit", help="each node's link (default %(default)s)")
     ap.add_argument("--source-bw", default="100M", help="the source's shared read limit (default %(default)s)")
     ap.add_argument("--workdir", default="/var/tmp", help="where the dataset and the lab go")
+    ap.add_argument("--s3", action="store_true",
+                    help="the dataset in the lab's object store (rgw behind a link of --source-bw)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     if a.files < 1 or a.nodes < 2 or a.epochs < 1:
         raise LabError("cluster-lab capacity: need --files >= 1, --nodes >= 2, --epochs >= 1")
     t0 = time.monotonic()
-    out = run(a.files, a.nodes, a.epochs, parse_rate(a.link), parse_rate(a.source_bw), a.workdir)
+    out = run(a.files, a.nodes, a.epochs, parse_rate(a.link), parse_rate(a.source_bw), a.workdir, s3=a.s3)
     out["wall_seconds"] = time.monotonic() - t0
     line, ok = verdict(out)
     print(json.dumps(out, indent=1) if a.json else line)
@@ -96,6 +107,14 @@ def verdict(out):
     """(one line saying which of the lab's capacity targets were met, whether all were)."""
     d, p, epochs = out["dataset_bytes"], out["nodes"], out["epochs"]
     link_ok = all(abs(e["link_bytes"] / ((p - 1) / p * e["bytes_read"]) - 1) < 0.10 for e in epochs)
+    if out.get("s3"):
+        n = out["files"]
+        checks = [("every read right", all(not e["bad_reads"] for e in epochs)),
+                  ("epoch 1 GETs <= 1.02 x objects", epochs[0]["source_gets"] <= 1.02 * n),
+                  ("later epochs no GETs", all(e["source_gets"] == 0 for e in epochs[1:])),
+                  ("peer bytes (p-1)/p of the bytes read within 10 %", link_ok)]
+        return ("; ".join("%s: %s" % (name, "yes" if ok else "NO") for name, ok in checks),
+                all(ok for _, ok in checks))
     checks = [("every read right", all(not e["bad_reads"] for e in epochs)),
               ("epoch 1 source <= 1.01 D", epochs[0]["source_bytes"] <= 1.01 * d),
               ("later epochs no source reads", all(e["source_bytes"] == 0 for e in epochs[1:])),

@@ -55,13 +55,16 @@ def _up(argv):
         "run Slurm on the nodes (slurm-wlm and munge, installed when missing): slurmctld and munged "
         "on node0, a slurmd per node, the epochfs prolog/epilog; no lab epochfs (jobs start it; "
         "options after -- go to the prolog's). Submit with: cluster-lab exec node0 sbatch ..."))
+    p.add_argument("--s3", action="store_true", help=(
+        "put the dataset in an object store instead: rgw (tests/s3/rgw) on a node of its own behind "
+        "a link of --source-bw, the data uploaded to s3://lab/data/, which the nodes mount"))
     _dir_arg(p)
     a, rest = _split_dashdash(p, argv)
     lab = lab_mod.Lab.up(a.data, a.nodes, directory=a.dir, link=parse_rate(a.link),
                          source_bw=0 if a.source_bw == "0" else parse_rate(a.source_bw),
                          node_memory=parse_size(a.node_memory) if a.node_memory else None,
                          node_cpus=a.node_cpus, epochfs_options=rest, bindir=a.bin, wait_s=a.wait,
-                         slurm=a.slurm)
+                         slurm=a.slurm, s3=a.s3)
     _print_status(lab.status())
     return 0
 

@@ -17,12 +17,12 @@ import time
 
 from epochfs import mount_table
 
-from . import cgroup as lab_cgroup, net as lab_net, source as lab_source
+from . import cgroup as lab_cgroup, net as lab_net, object_store as lab_object_store, source as lab_source
 from .state import LabState
 from .util import LabError, log, read_text, run
 
 # What `up` writes directly in the lab's directory (besides the state file).
-LAB_ENTRIES = ("ns", "mnt", "nodes", "secret", "hostfile", "source", "slurm")
+LAB_ENTRIES = ("ns", "mnt", "nodes", "secret", "hostfile", "source", "slurm", "store")
 
 
 def _mounts_under(directory):
@@ -32,7 +32,7 @@ def _mounts_under(directory):
 
 def _ns_inodes(state):
     inodes = set()
-    for node in state.doc["nodes"]:
+    for node in state.doc["nodes"] + ([state.doc["store"]] if state.doc.get("store") else []):
         for f in (node.get("mnt_ns"), node.get("uts_ns"),
                   lab_net.netns_path(node.get("netns", "-"))):
             try:
@@ -152,7 +152,8 @@ def down(directory, verbose=True):
         if verbose:
             log("removed " + what)
 
-    steps = [("processes", lambda: stop_processes(state, say)),
+    steps = [("object store", lambda: lab_object_store.teardown(state, say)),
+             ("processes", lambda: stop_processes(state, say)),
              ("mounts", lambda: unmount_all(directory, say)),
              ("network", lambda: lab_net.teardown(state, say)),
              ("source", lambda: lab_source.teardown(state, say)),

@@ -15,7 +15,8 @@ import random
 import time
 
 from epochfs import admin
-from . import cgroup as lab_cgroup, net as lab_net, node as lab_node, slurm as lab_slurm, source as lab_source
+from . import cgroup as lab_cgroup, net as lab_net, node as lab_node, object_store as lab_object_store, \
+    slurm as lab_slurm, source as lab_source
 from epochfs_bench.bench_env import is_mounted
 from .down import down
 from .state import LabState
@@ -102,9 +103,12 @@ class Lab:
 
     @classmethod
     def up(cls, data, nodes, directory=DEFAULT_DIR, link=DEFAULT_LINK, source_bw=DEFAULT_SOURCE_BW,
-           node_memory=None, node_cpus=0.0, epochfs_options=(), bindir=None, wait_s=90, slurm=False):
+           node_memory=None, node_cpus=0.0, epochfs_options=(), bindir=None, wait_s=90, slurm=False,
+           s3=False):
         """Makes the lab; on any failure removes what it made and raises. With slurm=True the
-        nodes run Slurm (lab_slurm) instead of the lab's own epochfs daemons."""
+        nodes run Slurm (lab_slurm) instead of the lab's own epochfs daemons. With s3=True the
+        dataset goes to an object store on a node of its own (object_store.py) behind a link of
+        `source_bw`, and the nodes mount s3://lab/data/ instead of the loop-device source."""
         why = unavailable_reason()
         if why:
             raise LabError(why)
@@ -114,7 +118,11 @@ class Lab:
         prefix = cls._new_prefix()
         state = LabState.create(directory, prefix)
         state.doc["dir_created"] = created
-        state.doc["config"].update(config, options=list(epochfs_options), slurm=slurm)
+        if s3 and slurm:
+            raise LabError("--s3 and --slurm cannot be combined yet")
+        if s3 and not source_bw:
+            raise LabError("--s3 needs a --source-bw: the store's link rate")
+        state.doc["config"].update(config, options=list(epochfs_options), slurm=slurm, s3=s3)
         lab = cls(state)
         try:
             lab._make(os.path.abspath(data), list(epochfs_options), wait_s)
@@ -167,10 +175,18 @@ class Lab:
         self._bind(os.path.join(d, "ns"), "private")
         self._bind(os.path.join(d, "mnt"), "shared")
         self._write_job_files(cfg["nodes"])
-        source = lab_source.make_source(self.state, data, d)
         cg = self.cgroups()
-        cg.make_shared(source["dev"], cfg["source_bw_bytes_per_s"])
-        lab_net.make_bridge(self.state)
+        if cfg.get("s3"):  # the store's link is the source's bandwidth
+            cg.make_shared(None, 0)
+            lab_net.make_bridge(self.state)
+            log("starting the object store (rgw) on its own node, uploading %s" % data)
+            self.doc["store"] = lab_object_store.make_store(self.state, data, cfg["nodes"],
+                                                            cfg["source_bw_bytes_per_s"])
+            self.state.save()
+        else:
+            source = lab_source.make_source(self.state, data, d)
+            cg.make_shared(source["dev"], cfg["source_bw_bytes_per_s"])
+            lab_net.make_bridge(self.state)
         for i in range(cfg["nodes"]):
             self.nodes.append(self._make_node(i, cg))
             self.state.save()
@@ -227,7 +243,7 @@ class Lab:
         if len(path) < 100:
             return path
         short = "/run/epochfs-lab-" + self.state.prefix
-        if not self.state.resources("dir"):
+        if not any(r["path"] == short for r in self.state.resources("dir")):
             self.state.record("dir", path=short)
             os.makedirs(short, mode=0o700, exist_ok=True)
         return os.path.join(short, name + ".sock")
@@ -288,7 +304,8 @@ class Lab:
                 "source_bw": rate_text(cfg["source_bw_bytes_per_s"]) if cfg.get("source_bw_bytes_per_s") else None,
                 "source_device": src.get("device"), "source_bytes": src.get("bytes"),
                 "source_files": src.get("files"), "epochfs": cfg.get("epochfs"),
-                "options": cfg.get("options", []), "slurm": self.doc.get("slurm"), "nodes": nodes}
+                "options": cfg.get("options", []), "slurm": self.doc.get("slurm"),
+                "store": self.doc.get("store"), "nodes": nodes}
 
 
 def dumps(obj):

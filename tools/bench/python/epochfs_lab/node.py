@@ -16,7 +16,7 @@ Standard library only.
 import os
 import subprocess
 
-from . import cgroup as lab_cgroup, net as lab_net
+from . import cgroup as lab_cgroup, net as lab_net, object_store as lab_object_store
 from .util import LabError, read_text, run
 
 # Runs inside the new namespaces: the hostname, then sysfs of the node's network namespace,
@@ -111,10 +111,14 @@ def _cwd_or_root():
 
 
 def daemon_argv(lab_doc, node, epochfs, options):
-    """The documented cluster launch (docs/CLUSTER.md): hostfile, listen address, secret."""
-    return [epochfs, lab_doc["source"]["path"], node["mountpoint"], "--hostfile", lab_doc["hostfile"],
+    """The documented cluster launch (docs/CLUSTER.md): hostfile, listen address, secret; over
+    the lab's object store, its s3:// URL and options instead of the source's path."""
+    store = lab_doc.get("store")
+    source = [store["url"]] if store else [lab_doc["source"]["path"]]
+    s3 = lab_object_store.mount_options(store) if store else []
+    return [epochfs] + source + [node["mountpoint"], "--hostfile", lab_doc["hostfile"],
             "--listen", "%s:%d" % (node["address"], lab_net.PORT), "--secret-file", lab_doc["secret"],
-            "--log-file", node["log"], "--admin-socket", node["admin_socket"]] + list(options)
+            "--log-file", node["log"], "--admin-socket", node["admin_socket"]] + s3 + list(options)
 
 
 def start_daemon(lab_doc, node, epochfs, options, timeout=120):

@@ -55,6 +55,10 @@ class Counters:
     def __init__(self, lab, opens, dataset):
         self.lab, self.opens, self.dataset = lab, opens, dataset
 
+    def begin(self):
+        """At an epoch's start: the opens so far are not the epoch's."""
+        self.opens.take()
+
     def snapshot(self):
         return {"links": {n["name"]: lab_net.link_counters(n["host_link"]) for n in self.lab.nodes},
                 "device": lab_source.device_read_bytes(self.lab.source["device"]),
@@ -147,7 +151,7 @@ def epoch(lab, counters, dataset, epoch_no, nodes=None, threads=1, seed=0, durin
     orders = {name: shuffled(dataset, seed * 1000 + epoch_no * 100 + i) for i, name in enumerate(nodes)}
     stop = os.path.join(lab.state.dir, "epoch-%d.stop" % epoch_no) if during else None
     drop_caches()
-    counters.opens.take()
+    counters.begin()
     before = counters.snapshot()
     handles = start_readers(lab, orders, threads, until=stop)
     failure = None

@@ -146,6 +146,23 @@ class Fixture:
         return rgw_counters.list_count(self.dir)
 
 
+def gateway(action, d=None, timeout=120):
+    """`tests/s3/rgw stop-gateway|start-gateway DIR`: radosgw alone stopped or started again
+    (mon and OSD keep running; start returns when S3 answers). Raises AssertionError on failure."""
+    assert action in ("stop-gateway", "start-gateway"), action
+    r = subprocess.run([sys.executable, os.path.join(HERE, "rgw"), action, d or RGW_DIR],
+                       capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    if r.returncode != 0:
+        raise AssertionError("rgw %s: exit %d: %s%s" % (action, r.returncode, r.stdout,
+                                                        r.stderr))
+
+
+def epochfs_has_option(option):
+    """Whether `epochfs --help` lists `option` (e.g. --s3-read-deadline)."""
+    r = subprocess.run([EPOCHFS, "--help"], capture_output=True, text=True, timeout=30)
+    return option in r.stdout + r.stderr
+
+
 def unique_bucket(kind):
     return "epochfs-%s-%s" % (kind, uuid.uuid4().hex[:10])
 

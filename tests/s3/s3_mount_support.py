@@ -370,7 +370,8 @@ try:
         os.close(fd)
     r = {"ok": True, "len": len(out), "sha256": hashlib.sha256(out).hexdigest()}
 except OSError as e:
-    r = {"ok": False, "errno": e.errno, "errname": errno.errorcode.get(e.errno, "?"), "error": str(e)}
+    r = {"ok": False, "errno": e.errno, "errname": errno.errorcode.get(e.errno, "?"),
+         "error": str(e)}
 r["secs"] = time.monotonic() - t0
 print(json.dumps(r))
 """

@@ -36,7 +36,7 @@ BOUND = 30.0  # seconds, a hang guard only
 
 def skip_reason():
     try:
-        import boto3  # noqa: F401
+        import boto3  # noqa: F401 (whether it is installed)
     except ImportError:
         return "python3-boto3 not installed (tools/test installs it)"
     if not sup.RGW_DIR or not os.path.exists(os.path.join(sup.RGW_DIR, "rgw.json")):
@@ -70,7 +70,8 @@ class FaultProxyTest(unittest.TestCase):
         return boto3.session.Session().client(
             "s3", endpoint_url=self.proxy.endpoint, region_name=self.fx.region,
             aws_access_key_id=self.fx.key_id, aws_secret_access_key=self.fx.secret,
-            config=Config(s3={"addressing_style": "path"}, connect_timeout=5, read_timeout=10, max_pool_connections=1,
+            config=Config(s3={"addressing_style": "path"}, connect_timeout=5, read_timeout=10,
+                          max_pool_connections=1,
                           retries={"max_attempts": retries, "mode": "standard"}))
 
     def conn(self, timeout=BOUND):

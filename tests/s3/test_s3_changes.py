@@ -5,7 +5,8 @@ test covers same-size overwrites and a delete after a refresh; this one the rest
 
 Under the prefix `chg/` of a fresh bucket: 240 objects of 2-60 KB and 40 of 200 KiB-2.5 MiB (several
 FUSE reads of 128 KiB, several 1 MiB chunks). Mounted (--ram-cache 512M), everything read once
-but the objects kept unread and the partly read ones (4 KiB of their second chunk only). Then, with boto3:
+but the objects kept unread and the partly read ones (4 KiB of their second chunk only). Then,
+with boto3:
 deletes, size-changing overwrites, two additions. The page cache dropped, then:
 
   1. before the refresh: the namespace is the mount's: deleted and overwritten objects are still

@@ -35,7 +35,8 @@ class CertError(Exception):
 
 def _openssl(args, cwd):
     r = subprocess.run(["openssl"] + args, cwd=cwd, capture_output=True, text=True, timeout=60,
-                       stdin=subprocess.DEVNULL, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+                       stdin=subprocess.DEVNULL,
+                       env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
     if r.returncode != 0:
         raise CertError("openssl %s failed (%d): %s" % (args[0], r.returncode, r.stderr.strip()))
 
@@ -48,7 +49,8 @@ def _write(path, text):
 def _key(path, cwd):
     # The key file exists with mode 0600 before openssl writes it.
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
-    _openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", path], cwd)
+    _openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", path],
+             cwd)
 
 
 def make_ca(d, name="epochfs test CA"):

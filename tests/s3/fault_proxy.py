@@ -13,6 +13,8 @@ with a `count` or `seconds` goes back to `pass` when used up or expired:
 - `pass`: every request is forwarded and its response relayed;
 - `reset`: each new connection is accepted, then closed with a TCP RST (SO_LINGER 0); `count`
   connections;
+- `reset_request`: each request, on a new or a kept-alive connection, is read and answered with
+  a TCP RST (what a client holding its connections open meets); `count` requests;
 - `drop`: each new connection is accepted and never answered (held open until the mode changes
   or stop()); `count` connections;
 - `stall_after_bytes`: each request is forwarded, its response relayed for `after_bytes` bytes
@@ -30,7 +32,7 @@ responses relayed as they arrive (a body by Content-Length, chunked, or until cl
 HEAD, 1xx, 204, 304). Standard library only; one thread per client connection.
 
 CLI (manual use): `fault_proxy.py --upstream 127.0.0.1:PORT [--port P]`, then commands on
-stdin: `pass`, `reset [N]`, `drop [N]`, `stall_after_bytes K [N]`, `slowdown [N] [--seconds T]`,
+stdin: `pass`, `reset [N]`, `reset_request [N]`, `drop [N]`, `stall_after_bytes K [N]`, `slowdown [N] [--seconds T]`,
 `expired_token`, `stats`, `quit`.
 """
 
@@ -42,7 +44,9 @@ import sys
 import threading
 import time
 
-MODES = ("pass", "reset", "drop", "stall_after_bytes", "slowdown", "expired_token")
+MODES = ("pass", "reset", "reset_request", "drop", "stall_after_bytes", "slowdown",
+         "expired_token")
+PER_REQUEST = ("reset_request", "slowdown", "expired_token", "stall_after_bytes")
 PER_CONNECTION = ("reset", "drop")
 MAX_HEADER = 64 * 1024
 PIECE = 256 * 1024
@@ -335,7 +339,10 @@ class FaultProxy:
                     head = b"".join(ln + b"\r\n" for ln in head.split(b"\r\n")[:-2]
                                     if not ln.lower().startswith(b"expect:")) + b"\r\n"
                 body = b"".join(body_parts(creader, headers, until_close=False))
-                fault, after = self._take(("slowdown", "expired_token", "stall_after_bytes"))
+                fault, after = self._take(PER_REQUEST)
+                if fault == "reset_request":
+                    rst_close(client)
+                    return
                 client_close = headers.get("connection", "").lower() == "close"
                 if fault in FAULT_ANSWERS:
                     self._answer(client, fault, method, client_close)
@@ -423,7 +430,7 @@ def main():
     host, _, port = args.upstream.rpartition(":")
     proxy = FaultProxy((host, int(port)), port=args.port,
                        log=lambda m: print(m, file=sys.stderr, flush=True)).start()
-    print("listening on %s; commands: pass | reset [N] | drop [N] | stall_after_bytes K [N] | "
+    print("listening on %s; commands: pass | reset [N] | reset_request [N] | drop [N] | stall_after_bytes K [N] | "
           "slowdown [N] [--seconds T] | expired_token | stats | quit" % proxy.endpoint, flush=True)
     try:
         for line in sys.stdin:

@@ -3,6 +3,7 @@
 connection), and each fault is what it says:
 
 - reset: the client's connection is reset (ECONNRESET), the next one passes;
+- reset_request: a request on a kept-alive connection is answered with a reset;
 - drop: a connection is accepted and never answered (the client's 1-s read timeout fires);
 - stall_after_bytes: K bytes of the response, then nothing (the client's read timeout fires);
 - slowdown N: N answers 503 with an S3 XML body Code=SlowDown on one kept-alive connection,
@@ -151,6 +152,24 @@ class FaultProxyTest(unittest.TestCase):
         self.assertEqual(self.get(c)[0], 200)
         c.close()
         self.assertEqual(self.proxy.stats()["faults_by_mode"]["reset"], 3)
+
+    def test_reset_request_kept_alive(self):
+        # Two requests on one connection, then the third is answered with a reset.
+        c = self.conn()
+        try:
+            for _ in range(2):
+                self.assertEqual(self.get(c)[0], 200)
+            self.proxy.set_mode("reset_request", count=1)
+            with self.assertRaises(ConnectionResetError):
+                self.get(c)
+        finally:
+            c.close()
+        c = self.conn()
+        self.assertEqual(self.get(c)[0], 200)
+        c.close()
+        st = self.proxy.stats()
+        self.assertEqual((st["connections"], st["requests"], st["forwarded"]), (2, 4, 3))
+        self.assertEqual(st["faults_by_mode"]["reset_request"], 1)
 
     def test_drop(self):
         self.proxy.set_mode("drop", count=1)

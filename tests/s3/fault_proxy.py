@@ -32,8 +32,8 @@ responses relayed as they arrive (a body by Content-Length, chunked, or until cl
 HEAD, 1xx, 204, 304). Standard library only; one thread per client connection.
 
 CLI (manual use): `fault_proxy.py --upstream 127.0.0.1:PORT [--port P]`, then commands on
-stdin: `pass`, `reset [N]`, `reset_request [N]`, `drop [N]`, `stall_after_bytes K [N]`, `slowdown [N] [--seconds T]`,
-`expired_token`, `stats`, `quit`.
+stdin: `pass`, `reset [N]`, `reset_request [N]`, `drop [N]`, `stall_after_bytes K [N]`,
+`slowdown [N] [--seconds T]`, `expired_token`, `stats`, `quit`.
 """
 
 import argparse
@@ -430,8 +430,9 @@ def main():
     host, _, port = args.upstream.rpartition(":")
     proxy = FaultProxy((host, int(port)), port=args.port,
                        log=lambda m: print(m, file=sys.stderr, flush=True)).start()
-    print("listening on %s; commands: pass | reset [N] | reset_request [N] | drop [N] | stall_after_bytes K [N] | "
-          "slowdown [N] [--seconds T] | expired_token | stats | quit" % proxy.endpoint, flush=True)
+    print("listening on %s; commands: pass | reset [N] | reset_request [N] | drop [N] | "
+          "stall_after_bytes K [N] | slowdown [N] [--seconds T] | expired_token | stats | quit"
+          % proxy.endpoint, flush=True)
     try:
         for line in sys.stdin:
             words = line.split()

@@ -33,6 +33,10 @@
 #include "prefetch/prefetcher.h"
 #include "prefetch/torch_order_follower.h"
 
+namespace epochfs::transport::s3 {
+struct S3ClientCounters;
+}  // namespace epochfs::transport::s3
+
 namespace epochfs::fusefs {
 
 // What the admin side knows of the mount's configuration: a copy made by the
@@ -78,6 +82,8 @@ struct MountState {
   std::function<cache::Result<DatasetNamespace>()> snapshot;
   // The source's own section of `status` (an object store's requests); unset: none.
   std::function<nlohmann::json()> sourceStatus;
+  // An s3:// mount's request counters (stats.s3.*); null: not an object store.
+  const transport::s3::S3ClientCounters* s3 = nullptr;
   const transport::Cluster* cluster = nullptr;  // null: not clustered
   bool supervised = false;                      // upgrade restarts the worker (else it is refused)
   // Ends the mount through the daemon's normal stop path (`restart`: the

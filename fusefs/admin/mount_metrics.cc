@@ -7,6 +7,7 @@
 #include "cache/disk_tier.h"
 #include "fusefs/admin/admin_commands.h"
 #include "fusefs/admin/metric_declarations.h"
+#include "fusefs/admin/s3_metrics.h"
 
 namespace epochfs::fusefs {
 
@@ -175,25 +176,8 @@ void declareSource(Declare& d, const cache::CacheStats& st) {
   d(
       p + "errors", kCounter, "errors", "Source reads that failed.",
       [&st] { return st.sourceErrors.load(); }, "epochfs_source_errors_total");
-  // JSON: quantiles in us; Prometheus: the log2 buckets, [2^i, 2^(i+1)) us.
-  const cache::LatencyHistogram& lat = st.sourceLatency;
-  d.histogram(
-      Declare::spec(p + "latency_us", MetricKind::kHistogram, "seconds",
-                    "Latency of one chunk read from the source.", "epochfs_source_latency_seconds"),
-      [&lat] {
-        return json{{"p50", lat.quantileMicros(0.5)},
-                    {"p90", lat.quantileMicros(0.9)},
-                    {"p99", lat.quantileMicros(0.99)}};
-      },
-      [&lat] {
-        std::vector<std::pair<double, uint64_t>> out;
-        uint64_t cumulative = 0;
-        for (int i = 0; i < cache::LatencyHistogram::kBuckets; ++i) {
-          cumulative += lat.counts[i].load(std::memory_order_relaxed);
-          out.emplace_back(static_cast<double>(uint64_t{1} << (i + 1)) / 1e6, cumulative);
-        }
-        return out;
-      });
+  d.latency(p + "latency_us", "Latency of one chunk read from the source.",
+            "epochfs_source_latency_seconds", st.sourceLatency);
 }
 
 void declarePrefetch(Declare& d, const MountState& m) {
@@ -377,6 +361,7 @@ Status declareMountMetrics(MetricRegistry& registry, const MountMetricSources& s
     "Chunk pieces handed to READ requests, by the tier that had them.",
     [&st] { return st.peer.chunks.load(); }, "epochfs_served_chunks_total", {{"tier", "peer"}});
   declareSource(d, st);
+  if (m.s3 != nullptr) declareS3Metrics(d, *m.s3);
   declarePrefetch(d, m);
 
   // stats: commands

@@ -284,7 +284,8 @@ Status Daemon::startCluster() {
 
 Status Daemon::openSource() {
   if (options_.s3) {
-    auto ds = S3Dataset::open(*options_.s3, std::move(s3Credentials_), s3CredentialsOrigin_);
+    auto ds = S3Dataset::open(*options_.s3, std::move(s3Credentials_), s3CredentialsOrigin_,
+                              s3CredentialsFile_);
     s3Credentials_.reset();
     if (!ds.isOk()) return ds.status();
     s3_ = std::move(ds).value();
@@ -390,6 +391,7 @@ Status Daemon::start() {
       .snapshot = [this] { return snapshotSource(); },
       .sourceStatus =
           s3_ ? std::function<json()>([this] { return s3_->status(); }) : std::function<json()>(),
+      .s3 = s3_ ? &s3_->counters() : nullptr,
       .cluster = cluster_.get(),
       .supervised = supervision_.has_value(),
       .stop = [this](bool restart) { stop(restart); },

@@ -46,9 +46,11 @@ class Daemon {
   void setSupervision(Supervision s) { supervision_ = std::move(s); }
   // An s3:// source: the credentials main() resolved (nullopt: unsigned) and
   // where they came from; set before start().
-  void setS3Credentials(std::optional<transport::s3::Credentials> c, std::string origin) {
+  void setS3Credentials(std::optional<transport::s3::Credentials> c, std::string origin,
+                        transport::s3::CredentialsFile file = {}) {
     s3Credentials_ = std::move(c);
     s3CredentialsOrigin_ = std::move(origin);
+    s3CredentialsFile_ = std::move(file);
   }
 
   // Snapshots the source, opens the tiers, mounts and starts the admin
@@ -88,6 +90,7 @@ class Daemon {
   double snapshotSeconds_ = 0;
   std::optional<transport::s3::Credentials> s3Credentials_;
   std::string s3CredentialsOrigin_;
+  transport::s3::CredentialsFile s3CredentialsFile_;  // re-read when it changes
   std::unique_ptr<cache::PosixSource> posix_;  // a directory source
   std::unique_ptr<S3Dataset> s3_;              // or an s3:// one
   cache::Source* source_ = nullptr;            // whichever it is

@@ -118,7 +118,7 @@ int runWorker(const MountOptions& options, epochfs::fusefs::SupervisorLink& link
   using epochfs::fusefs::Daemon;
   setupLogging(options);
   Daemon daemon(options);
-  if (s3) daemon.setS3Credentials(std::move(s3->credentials), s3->origin);
+  if (s3) daemon.setS3Credentials(std::move(s3->credentials), s3->origin, s3->file);
   Daemon::Supervision sup;
   sup.adoptFd = link.fuseFd();
   sup.initMessage = link.initMessage();
@@ -211,7 +211,7 @@ int main(int argc, char** argv) {
     return rc;
   }
   epochfs::fusefs::Daemon daemon(options);
-  if (s3) daemon.setS3Credentials(std::move(s3->credentials), s3->origin);
+  if (s3) daemon.setS3Credentials(std::move(s3->credentials), s3->origin, s3->file);
   auto started = daemon.start();
   if (!started.isOk()) {
     if (options.foreground) return fail(started.message());

@@ -22,15 +22,16 @@ inline constexpr unsigned kDefaultFuseThreads = 16;  // --threads
 // No credential is ever held here: they are resolved apart (main.cc).
 struct S3MountOptions {
   std::string bucket;
-  std::string prefix;               // "" or ending in '/'
-  std::string endpoint;             // --s3-endpoint URL; "": the AWS regional endpoint
-  std::string region;               // --s3-region, else AWS_REGION/AWS_DEFAULT_REGION/us-east-1
-  std::string addressing = "auto";  // --s3-addressing auto|path|virtual
-  bool noSign = false;              // --s3-no-sign-request
-  std::string credentialsFile;      // --s3-credentials-file (absolute)
-  std::string profile;              // --s3-profile
-  std::string caFile;               // --s3-ca-file (absolute); "": the system CA store
-  unsigned maxRequests = 32;        // --s3-max-requests: requests in flight
+  std::string prefix;                 // "" or ending in '/'
+  std::string endpoint;               // --s3-endpoint URL; "": the AWS regional endpoint
+  std::string region;                 // --s3-region, else AWS_REGION/AWS_DEFAULT_REGION/us-east-1
+  std::string addressing = "auto";    // --s3-addressing auto|path|virtual
+  bool noSign = false;                // --s3-no-sign-request
+  std::string credentialsFile;        // --s3-credentials-file (absolute)
+  std::string profile;                // --s3-profile
+  std::string caFile;                 // --s3-ca-file (absolute); "": the system CA store
+  unsigned maxRequests = 32;          // --s3-max-requests: requests in flight
+  unsigned readDeadlineSeconds = 30;  // --s3-read-deadline: all tries of one request
 };
 
 struct MountOptions {

@@ -29,7 +29,8 @@ s3::Addressing addressingOf(const std::string& a) {
 
 Result<std::unique_ptr<S3Dataset>> S3Dataset::open(const S3MountOptions& options,
                                                    std::optional<s3::Credentials> credentials,
-                                                   std::string credentialsOrigin) {
+                                                   std::string credentialsOrigin,
+                                                   s3::CredentialsFile file) {
   std::unique_ptr<S3Dataset> ds(new S3Dataset());
   ds->options_ = options;
   ds->credentialsOrigin_ = std::move(credentialsOrigin);
@@ -38,10 +39,13 @@ Result<std::unique_ptr<S3Dataset>> S3Dataset::open(const S3MountOptions& options
                                        addressingOf(options.addressing));
   if (!endpoint.isOk()) return endpoint.status();
   ds->endpointUrl_ = endpoint->endpointUrl();
-  s3::S3ClientConfig cc{.endpoint = std::move(endpoint).value(),
-                        .credentials = std::move(credentials),
-                        .caFile = options.caFile,
-                        .maxInFlight = options.maxRequests};
+  s3::S3ClientConfig cc;
+  cc.endpoint = std::move(endpoint).value();
+  cc.credentials = std::move(credentials);
+  cc.credentialsFile = std::move(file);
+  cc.caFile = options.caFile;
+  cc.maxInFlight = options.maxRequests;
+  cc.readDeadline = std::chrono::seconds(options.readDeadlineSeconds);
   auto client = s3::S3Client::create(std::move(cc));
   if (!client.isOk()) return client.status();
   ds->client_ = std::move(client).value();
@@ -115,6 +119,12 @@ json S3Dataset::status() const {
           {"bytes_received", st.bytesReceived},
           {"errors", st.errors},
           {"in_flight", st.inFlight},
+          {"retries", st.retries},
+          {"slowdowns", st.slowdowns},
+          {"timeouts", st.timeouts},
+          {"gave_up", st.gaveUp},
+          {"credential_reloads", st.credentialReloads},
+          {"read_deadline_s", options_.readDeadlineSeconds},
           {"skipped_keys",
            {{"collisions", skips.collisions},
             {"empty_components", skips.emptyComponents},

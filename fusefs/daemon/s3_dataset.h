@@ -21,6 +21,7 @@
 #include "fusefs/daemon/mount_options.h"
 #include "fusefs/dataset_namespace.h"
 #include "fusefs/object_tree.h"
+#include "transport/s3/credential_chain.h"
 #include "transport/s3/credentials.h"
 #include "transport/s3/s3_client.h"
 #include "transport/s3/s3_source.h"
@@ -30,10 +31,11 @@ namespace epochfs::fusefs {
 class S3Dataset {
  public:
   // Checks the options (endpoint URL, bucket name) and makes the client; no
-  // request yet. `credentials`: nullopt for unsigned requests.
+  // request yet. `credentials`: nullopt for unsigned requests; `file`: where
+  // they came from, read again when it changes or the keys expire.
   static cache::Result<std::unique_ptr<S3Dataset>> open(
       const S3MountOptions& options, std::optional<transport::s3::Credentials> credentials,
-      std::string credentialsOrigin);
+      std::string credentialsOrigin, transport::s3::CredentialsFile file = {});
 
   // Lists the prefix and builds the namespace; the source's ETags follow
   // the new listing. An empty listing is an error (a mistyped prefix).
@@ -43,8 +45,10 @@ class S3Dataset {
   // The identity of the dataset for its cache id: endpoint, bucket, prefix.
   std::string datasetKey() const;
   // For `status` (never a credential): endpoint, bucket, prefix, region,
-  // addressing, signed, requests, skipped keys.
+  // addressing, signed, requests, retries, skipped keys.
   nlohmann::json status() const;
+  // The client's live counters, for the metrics (stats.s3.*).
+  const transport::s3::S3ClientCounters& counters() const { return client_->counters(); }
 
  private:
   S3Dataset() = default;

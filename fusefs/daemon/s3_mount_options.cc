@@ -39,6 +39,11 @@ void addS3Options(CLI::App& app, S3CommandLine& into) {
   app.add_option("--s3-max-requests", s.maxRequests, "S3 requests in flight (default 32)")
       ->check(CLI::Range(1, 1024))
       ->each(mark);
+  app.add_option("--s3-read-deadline", s.readDeadlineSeconds,
+                 "Seconds one S3 request may take, retries included, before the read fails "
+                 "with EIO (default 30)")
+      ->check(CLI::Range(1, 3600))
+      ->each(mark);
 }
 
 Status finishS3Options(MountOptions& o, S3CommandLine& given) {

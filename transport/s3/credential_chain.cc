@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <map>
+#include <string_view>
 #include <vector>
 
 namespace epochfs::transport::s3 {
@@ -103,7 +105,27 @@ Result<ResolvedCredentials> fromFile(const std::string& path, const std::string&
     if (explicitFile) return Status::invalidArgument(where + " has no aws_access_key_id");
     return ResolvedCredentials{};
   }
-  return ResolvedCredentials{std::move(*keys), "file " + where};
+  using Kind = CredentialsFile::Kind;
+  return ResolvedCredentials{std::move(*keys),
+                             "file " + where,
+                             {explicitFile ? Kind::kExplicit : Kind::kShared, path, profile}};
+}
+
+// The config file's [profile P] (or [default]) with static keys; no
+// credentials when the file, the section or the keys are absent.
+Result<ResolvedCredentials> fromConfigFile(const std::string& config, const std::string& profile) {
+  auto ini = readIni(config);
+  if (!ini.isOk()) return ini.status();
+  if (!ini->has_value()) return ResolvedCredentials{};
+  const std::string name = profile == "default" ? "default" : "profile " + profile;
+  auto section = (*ini)->find(name);
+  if (section == (*ini)->end()) return ResolvedCredentials{};
+  auto keys = keysOf(section->second, config + " [" + name + "]");
+  if (!keys.isOk()) return keys.status();
+  if (!keys->has_value()) return ResolvedCredentials{};
+  return ResolvedCredentials{std::move(*keys),
+                             "file " + config + " [" + name + "]",
+                             {CredentialsFile::Kind::kConfig, config, profile}};
 }
 
 }  // namespace
@@ -111,7 +133,7 @@ Result<ResolvedCredentials> fromFile(const std::string& path, const std::string&
 Result<ResolvedCredentials> resolveCredentials(const CredentialRequest& request,
                                                const EnvLookup& envIn) {
   const EnvLookup env = envIn ? envIn : EnvLookup([](const char* n) { return std::getenv(n); });
-  if (request.noSign) return ResolvedCredentials{std::nullopt, "none (--s3-no-sign-request)"};
+  if (request.noSign) return ResolvedCredentials{std::nullopt, "none (--s3-no-sign-request)", {}};
   std::string profile = request.profile;
   if (profile.empty()) {
     const char* p = env("AWS_PROFILE");
@@ -124,8 +146,8 @@ Result<ResolvedCredentials> resolveCredentials(const CredentialRequest& request,
   const bool hasId = id != nullptr && *id != '\0', hasSecret = secret != nullptr && *secret != '\0';
   if (hasId && hasSecret) {
     const char* token = env("AWS_SESSION_TOKEN");
-    return ResolvedCredentials{Credentials(id, secret, token != nullptr ? token : ""),
-                               "environment"};
+    return ResolvedCredentials{
+        Credentials(id, secret, token != nullptr ? token : ""), "environment", {}};
   }
   if (hasId != hasSecret) {
     return Status::invalidArgument(
@@ -141,19 +163,8 @@ Result<ResolvedCredentials> resolveCredentials(const CredentialRequest& request,
   if (!shared.isOk() || shared->credentials) return shared;
 
   const std::string config = homeFile(env, "AWS_CONFIG_FILE", "config");
-  auto ini = readIni(config);
-  if (!ini.isOk()) return ini.status();
-  if (ini->has_value()) {
-    const std::string name = profile == "default" ? "default" : "profile " + profile;
-    auto section = (*ini)->find(name);
-    if (section != (*ini)->end()) {
-      auto keys = keysOf(section->second, config + " [" + name + "]");
-      if (!keys.isOk()) return keys.status();
-      if (keys->has_value()) {
-        return ResolvedCredentials{std::move(*keys), "file " + config + " [" + name + "]"};
-      }
-    }
-  }
+  auto fromConfig = fromConfigFile(config, profile);
+  if (!fromConfig.isOk() || fromConfig->credentials) return fromConfig;
   return Status::permissionDenied(
       "no S3 credentials found (looked at AWS_ACCESS_KEY_ID, " +
       homeFile(env, "AWS_SHARED_CREDENTIALS_FILE", "credentials") + " and " + config +
@@ -162,10 +173,43 @@ Result<ResolvedCredentials> resolveCredentials(const CredentialRequest& request,
       "or --s3-no-sign-request for a public bucket");
 }
 
+std::string CredentialsFile::describe() const {
+  return path + (kind == Kind::kConfig && profile == "default" ? " [default]"
+                                                               : " [profile " + profile + "]");
+}
+
+Result<Credentials> rereadCredentials(const CredentialsFile& file) {
+  Result<ResolvedCredentials> r = Status::invalidArgument("credentials from no file");
+  switch (file.kind) {
+    case CredentialsFile::Kind::kNone:
+      break;
+    case CredentialsFile::Kind::kExplicit:
+    case CredentialsFile::Kind::kShared:
+      r = fromFile(file.path, file.profile, file.kind == CredentialsFile::Kind::kExplicit);
+      break;
+    case CredentialsFile::Kind::kConfig:
+      r = fromConfigFile(file.path, file.profile);
+      break;
+  }
+  if (!r.isOk()) return r.status();
+  if (!r->credentials) return Status::notFound(file.describe() + " holds no keys any more");
+  return std::move(*r->credentials);
+}
+
+namespace {
+
+constexpr std::string_view kKindNames[] = {"", "explicit", "shared", "config"};
+
+}  // namespace
+
 std::string encodeCredentials(const ResolvedCredentials& r) {
-  // NUL-terminated fields: the origin, then key id, secret and token when
-  // signed. No AWS key, secret or token holds a NUL.
+  // NUL-terminated fields: the origin, the file's kind, path and profile,
+  // then key id, secret and token when signed. No AWS key, secret, token or
+  // path holds a NUL.
   std::string out = r.origin + '\0';
+  out += kKindNames[static_cast<size_t>(r.file.kind)];
+  out += '\0';
+  out += r.file.path + '\0' + r.file.profile + '\0';
   if (const auto& c = r.credentials) {
     for (const std::string* f : {&c->accessKeyId, &c->secretAccessKey, &c->sessionToken}) {
       out += *f;
@@ -185,14 +229,30 @@ Result<ResolvedCredentials> decodeCredentials(const std::string& bytes) {
     pos = end + 1;
   }
   const Status bad = Status::invalidArgument("malformed credentials hand-off");
-  if (pos != bytes.size() || (fields.size() != 1 && fields.size() != 4)) return bad;
-  ResolvedCredentials r;
-  r.origin = std::move(fields[0]);
-  if (fields.size() == 4) {
-    if (fields[1].empty() || fields[2].empty()) return bad;
-    r.credentials = Credentials(std::move(fields[1]), std::move(fields[2]), std::move(fields[3]));
+  auto wipe = [&fields] {
+    for (std::string& f : fields) std::fill(f.begin(), f.end(), '\0');
+  };
+  if (pos != bytes.size() || (fields.size() != 4 && fields.size() != 7)) {
+    wipe();
+    return bad;
   }
-  for (std::string& f : fields) std::fill(f.begin(), f.end(), '\0');
+  ResolvedCredentials r;
+  r.origin = fields[0];
+  const auto kind = std::find(std::begin(kKindNames), std::end(kKindNames), fields[1]);
+  if (kind == std::end(kKindNames) || (kind == std::begin(kKindNames)) != fields[2].empty()) {
+    wipe();
+    return bad;
+  }
+  r.file = {static_cast<CredentialsFile::Kind>(kind - std::begin(kKindNames)), fields[2],
+            fields[3]};
+  if (fields.size() == 7) {
+    if (fields[4].empty() || fields[5].empty()) {
+      wipe();
+      return bad;
+    }
+    r.credentials = Credentials(fields[4], fields[5], fields[6]);
+  }
+  wipe();
   return r;
 }
 

@@ -18,6 +18,7 @@
 // the environment it is given; thread-compatible.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -33,9 +34,29 @@ struct CredentialRequest {
   bool noSign = false;          // --s3-no-sign-request: no credentials at all
 };
 
+// The file keys were read from, so that they can be read again when the
+// site's refresher rewrites it (S3Client re-reads it: when it changes, and
+// after a 403 ExpiredToken). Keys from the environment have none.
+struct CredentialsFile {
+  enum class Kind : uint8_t {
+    kNone,      // not from a file (the environment, or unsigned)
+    kExplicit,  // --s3-credentials-file: must stay private (mode 0600)
+    kShared,    // the shared credentials file: section [PROFILE]
+    kConfig,    // the config file: section [profile PROFILE] or [default]
+  };
+  Kind kind = Kind::kNone;
+  std::string path;
+  std::string profile;  // resolved (--s3-profile, AWS_PROFILE or "default")
+
+  bool isSet() const { return kind != Kind::kNone; }
+  // "PATH [profile P]" for messages.
+  std::string describe() const;
+};
+
 struct ResolvedCredentials {
   std::optional<Credentials> credentials;  // nullopt: requests go unsigned
-  std::string origin;  // for logs and status: "environment", "file PATH [profile P]", "none"
+  std::string origin;    // for logs and status: "environment", "file PATH [profile P]", "none"
+  CredentialsFile file;  // where to read them again; kind kNone: nowhere
 };
 
 // getenv by default; tests pass their own.
@@ -43,6 +64,11 @@ using EnvLookup = std::function<const char*(const char*)>;
 
 cache::Result<ResolvedCredentials> resolveCredentials(const CredentialRequest& request,
                                                       const EnvLookup& env = nullptr);
+
+// The keys of `file` read again by the rules that found them first (an
+// explicit file must still be private). A profile that no longer holds keys
+// is an error; the message never holds a secret.
+cache::Result<Credentials> rereadCredentials(const CredentialsFile& file);
 
 // Resolved credentials as bytes for a pipe from the supervisor to its worker
 // (never the environment), and back. decode fails on anything malformed.

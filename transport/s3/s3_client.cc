@@ -2,14 +2,13 @@
 
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <iterator>
+#include <cstdio>
 #include <mutex>
-#include <set>
-#include <system_error>
 #include <thread>
 
 #include "transport/s3/s3_response.h"
@@ -20,10 +19,6 @@ using cache::Result;
 using cache::Status;
 
 namespace {
-
-// A listing that goes on this many pages in a row without a key or prefix is
-// a server looping with fresh tokens; refused.
-constexpr unsigned kMaxEmptyPagesInARow = 100;
 
 std::once_flag gCurlInitOnce;
 CURLcode gCurlInitResult = CURLE_OK;
@@ -78,6 +73,7 @@ struct S3Client::Request {
   std::vector<HttpHeader> headers;  // sent and signed
   std::string what;                 // "GET s3://bucket/key" for messages
   BodySink sink;
+  bool timed = false;  // its attempts go into the GET latency histogram
 };
 
 Result<std::unique_ptr<S3Client>> S3Client::create(S3ClientConfig config) {
@@ -87,6 +83,9 @@ Result<std::unique_ptr<S3Client>> S3Client::create(S3ClientConfig config) {
   }
   if (config.maxInFlight == 0) {
     return Status::invalidArgument("s3: at least one request in flight is needed");
+  }
+  if (config.readDeadline.count() < 1 || config.retry.maxAttempts == 0) {
+    return Status::invalidArgument("s3: the read deadline and the attempts must be positive");
   }
   const S3Endpoint& e = config.endpoint;
   if (e.host.empty() || e.bucket.empty() || (e.scheme != "http" && e.scheme != "https") ||
@@ -106,10 +105,12 @@ Result<std::unique_ptr<S3Client>> S3Client::create(S3ClientConfig config) {
   return std::unique_ptr<S3Client>(new S3Client(std::move(config)));
 }
 
-S3Client::S3Client(S3ClientConfig config) : config_(std::move(config)) {
+S3Client::S3Client(S3ClientConfig config) : config_(std::move(config)), retry_(config_.retry) {
   if (config_.credentials) {
-    signer_ = std::make_unique<const SigV4Signer>(*config_.credentials, config_.endpoint.region);
-    // The signer keeps the one copy of the secret.
+    credentials_ = std::make_unique<CredentialsProvider>(
+        std::move(*config_.credentials), config_.endpoint.region, config_.credentialsFile,
+        config_.credentialsCheckInterval, counters_.credentialReloads);
+    // The provider keeps the secret.
     config_.credentials.reset();
   }
 }
@@ -120,11 +121,15 @@ S3Client::~S3Client() {
   idle_.clear();
 }
 
-void* S3Client::acquireHandle() {
+void* S3Client::acquireHandle(Clock::time_point deadline, bool* timedOut) {
   cache::MutexLock lock(poolMu_);
-  poolCv_.wait(poolMu_, [this]() REQUIRES(poolMu_) {
+  const bool free = poolCv_.waitUntil(poolMu_, deadline, [this]() REQUIRES(poolMu_) {
     return !idle_.empty() || created_ < config_.maxInFlight;
   });
+  if (!free) {
+    *timedOut = true;
+    return nullptr;
+  }
   if (!idle_.empty()) {
     void* h = idle_.back();  // the most recently used: its connection is the warmest
     idle_.pop_back();
@@ -143,7 +148,8 @@ void S3Client::releaseHandle(void* handle) {
   poolCv_.notifyOne();
 }
 
-Status S3Client::perform(const Request& request, S3Response& response) {
+Status S3Client::perform(const Request& request, S3Response& response, Clock::time_point deadline,
+                         int* curlCode) {
   const S3Endpoint& ep = config_.endpoint;
   const std::string endpointUrl = ep.endpointUrl();
   const std::string host = ep.hostHeader();
@@ -151,19 +157,33 @@ Status S3Client::perform(const Request& request, S3Response& response) {
 
   // The handle first: the request is signed once it may go (a caller that
   // waited for a handle still sends a fresh x-amz-date).
-  CURL* h = static_cast<CURL*>(acquireHandle());
+  bool noHandleInTime = false;
+  CURL* h = static_cast<CURL*>(acquireHandle(deadline, &noHandleInTime));
+  if (h == nullptr && noHandleInTime) {
+    return Status::unavailable("s3: " + request.what +
+                               ": no connection came free within the read deadline (" +
+                               std::to_string(config_.maxInFlight) + " requests in flight)");
+  }
   if (h == nullptr) return Status::noSpace("s3: " + request.what + ": curl_easy_init failed");
+  // Every curl timeout of this attempt ends by the deadline.
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  if (left.count() < 1) {
+    releaseHandle(h);
+    return Status::unavailable("s3: " + request.what + ": the read deadline passed");
+  }
   HeaderList headers;
   bool ok = headers.add("Host: " + host) && headers.add("Expect:");
   for (const auto& hd : request.headers) ok = ok && headers.add(hd.name + ": " + hd.value);
-  if (signer_) {
+  if (credentials_) {
+    // This request's signer: a swap by the provider does not change it.
+    const std::shared_ptr<const SigV4Signer> signer = credentials_->signer();
     SigningRequest sr;
     sr.method = request.method;
     sr.host = host;
     sr.path = request.path;
     sr.query = request.query;
     sr.headers = request.headers;
-    auto auth = signer_->sign(sr, std::chrono::system_clock::now());
+    auto auth = signer->sign(sr, std::chrono::system_clock::now());
     if (!auth.isOk()) {
       releaseHandle(h);
       return auth.status();
@@ -174,7 +194,7 @@ Status S3Client::perform(const Request& request, S3Response& response) {
     releaseHandle(h);
     return Status::noSpace("s3: " + request.what + ": out of memory for the headers");
   }
-  inFlight_.fetch_add(1, std::memory_order_relaxed);
+  counters_.inFlight.fetch_add(1, std::memory_order_relaxed);
   // reset() keeps the handle's live connection, its DNS and TLS session caches.
   curl_easy_reset(h);
   char errorBuffer[CURL_ERROR_SIZE] = {0};
@@ -197,8 +217,9 @@ Status S3Client::perform(const Request& request, S3Response& response) {
   set(curl_easy_setopt(h, CURLOPT_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS)));
 #endif
   set(curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
-                       static_cast<long>(config_.connectTimeout.count())));
-  set(curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(config_.requestTimeout.count())));
+                       static_cast<long>(std::min(config_.connectTimeout, left).count())));
+  set(curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
+                       static_cast<long>(std::min(config_.requestTimeout, left).count())));
   // A server that stops sending (or never answers) fails in 20 s, not at the
   // whole-request timeout: fewer than 1 byte/s for 20 s ends the request.
   set(curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L));
@@ -216,11 +237,18 @@ Status S3Client::perform(const Request& request, S3Response& response) {
   set(curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &S3Response::onBody));
   set(curl_easy_setopt(h, CURLOPT_WRITEDATA, &response));
   const bool optionsSet = rc == CURLE_OK;
-  if (optionsSet) rc = curl_easy_perform(h);
+  if (optionsSet) {
+    const auto sent = Clock::now();
+    rc = curl_easy_perform(h);
+    if (request.timed && rc == CURLE_OK) {
+      counters_.getLatency.record(static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - sent).count()));
+    }
+  }
   // Nothing of this request stays behind in the pooled handle.
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
-  inFlight_.fetch_sub(1, std::memory_order_relaxed);
+  counters_.inFlight.fetch_sub(1, std::memory_order_relaxed);
   releaseHandle(h);
 
   if (rc == CURLE_OK) return Status::ok();
@@ -239,7 +267,52 @@ Status S3Client::perform(const Request& request, S3Response& response) {
     return Status::ioError("s3: " + request.what +
                            ": libcurl refused an option: " + curl_easy_strerror(rc));
   }
+  *curlCode = static_cast<int>(rc);
   return curlError(rc, errorBuffer, request.what, endpointUrl);
+}
+
+Status S3Client::execute(const Request& req, std::optional<S3Response>& response,
+                         const Check& check) {
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + config_.readDeadline;
+  bool reloaded = false;  // the one attempt after new keys was made
+  for (unsigned attempt = 1;; ++attempt) {
+    response.emplace(req.sink);
+    int curlCode = 0;
+    Status s = perform(req, *response, deadline, &curlCode);
+    if (s.isOk()) s = check(*response);
+    if (s.isOk()) return s;
+    const std::string code = curlCode == 0 ? response->errorCode() : "";
+    const AttemptOutcome outcome{curlCode, curlCode == 0 ? response->status() : 0, code};
+    if (RetryPolicy::isThrottling(outcome)) counters_.slowdowns.fetch_add(1);
+    if (RetryPolicy::isTimeout(outcome)) counters_.timeouts.fetch_add(1);
+    const RetryPolicy::Verdict verdict = RetryPolicy::classify(outcome);
+    std::optional<std::chrono::milliseconds> delay;
+    if (verdict == RetryPolicy::Verdict::kReloadCredentials) {
+      // Expired keys: the file again, once, and only new keys are worth a retry.
+      if (!reloaded && credentials_ && credentials_->reloadNow()) delay.emplace(0);
+      reloaded = true;
+    } else if (verdict == RetryPolicy::Verdict::kRetry) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      delay = retry_.nextDelay(attempt, left, RetryPolicy::uniform01());
+    }
+    if (!delay) {
+      counters_.errors.fetch_add(1, std::memory_order_relaxed);
+      if (attempt == 1) return s;
+      counters_.gaveUp.fetch_add(1, std::memory_order_relaxed);
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      char took[64];
+      std::snprintf(took, sizeof took, "%u attempts in %.1f s", attempt, seconds);
+      spdlog::warn("s3: {} ({}): giving up after {} (read deadline {} ms): {}", req.what,
+                   config_.endpoint.endpointUrl(), took, config_.readDeadline.count(), s.message());
+      return s.withContext(std::string("after ") + took);
+    }
+    spdlog::debug("s3: {}: attempt {} failed, retrying in {} ms: {}", req.what, attempt,
+                  delay->count(), s.message());
+    counters_.retries.fetch_add(1, std::memory_order_relaxed);
+    if (delay->count() > 0) std::this_thread::sleep_for(*delay);
+  }
 }
 
 Result<size_t> S3Client::getRange(const std::string& key, uint64_t offset, char* buf, size_t len,
@@ -259,54 +332,52 @@ Result<size_t> S3Client::getRange(const std::string& key, uint64_t offset, char*
   req.headers.push_back({"Range", "bytes=" + std::to_string(offset) + "-" + std::to_string(last)});
   if (auto tag = ifMatch.headerValue()) req.headers.push_back({"If-Match", *tag});
   req.sink = {BodySink::Kind::kBuffer, buf, len, offset, 0};
-  gets_.fetch_add(1, std::memory_order_relaxed);
-  S3Response r(req.sink);
-  auto fail = [this](Status s) -> Result<size_t> {
-    errors_.fetch_add(1, std::memory_order_relaxed);
-    return s;
-  };
-  if (Status s = perform(req, r); !s.isOk()) return fail(std::move(s));
-  auto bad = [&](const std::string& why) {
-    return fail(Status::ioError("s3: " + req.what + " (" + ep.endpointUrl() + "): " + why));
-  };
+  req.timed = true;
+  counters_.gets.fetch_add(1, std::memory_order_relaxed);
   size_t got = 0;
-  if (r.status() == 206) {
-    const auto range = ContentRange::parse(r.contentRange());
-    if (!range || !range->first) return bad("a 206 without a valid Content-Range");
-    if (*range->first != offset || *range->last > last) {
-      return bad("the server sent bytes " + std::to_string(*range->first) + "-" +
-                 std::to_string(*range->last));
+  auto check = [&](const S3Response& r) -> Status {
+    auto bad = [&](const std::string& why) {
+      return Status::ioError("s3: " + req.what + " (" + ep.endpointUrl() + "): " + why);
+    };
+    got = 0;
+    if (r.status() == 206) {
+      const auto range = ContentRange::parse(r.contentRange());
+      if (!range || !range->first) return bad("a 206 without a valid Content-Range");
+      if (*range->first != offset || *range->last > last) {
+        return bad("the server sent bytes " + std::to_string(*range->first) + "-" +
+                   std::to_string(*range->last));
+      }
+      got = static_cast<size_t>(*range->last - *range->first + 1);
+      if (r.written() != got) {
+        return bad("got " + std::to_string(r.written()) + " of the " + std::to_string(got) +
+                   " bytes of the range");
+      }
+      // Short only at the end of the object.
+      if (got < len && range->total && *range->last + 1 != *range->total) {
+        return bad("a short range before the end of the object");
+      }
+    } else if (r.status() == 200) {
+      // The server ignored Range and sent the whole object: the slice was kept.
+      uint64_t size = r.contentLength().value_or(r.bodyBytes());
+      if (r.sliceComplete() && !r.contentLength()) size = std::max(size, offset + r.written());
+      got = offset >= size ? 0 : static_cast<size_t>(std::min<uint64_t>(len, size - offset));
+      if (r.written() != got) {
+        return bad("got " + std::to_string(r.written()) + " of " + std::to_string(got) + " bytes");
+      }
+    } else if (r.status() == 416) {
+      // Nothing at or past the end; unless the server says the object is longer.
+      const auto range = ContentRange::parse(r.contentRange());
+      if (range && range->total && *range->total > offset) {
+        return bad("416 although the object has " + std::to_string(*range->total) + " bytes");
+      }
+    } else {
+      return statusOf(req, r);
     }
-    got = static_cast<size_t>(*range->last - *range->first + 1);
-    if (r.written() != got) {
-      return bad("got " + std::to_string(r.written()) + " of the " + std::to_string(got) +
-                 " bytes of the range");
-    }
-    // Short only at the end of the object.
-    if (got < len && range->total && *range->last + 1 != *range->total) {
-      return bad("a short range before the end of the object");
-    }
-  } else if (r.status() == 200) {
-    // The server ignored Range and sent the whole object: the slice was kept.
-    uint64_t size = r.contentLength().value_or(r.bodyBytes());
-    if (r.sliceComplete() && !r.contentLength()) size = std::max(size, offset + r.written());
-    got = offset >= size ? 0 : static_cast<size_t>(std::min<uint64_t>(len, size - offset));
-    if (r.written() != got) {
-      return bad("got " + std::to_string(r.written()) + " of " + std::to_string(got) + " bytes");
-    }
-  } else if (r.status() == 416) {
-    // Nothing at or past the end; unless the server says the object is longer.
-    const auto range = ContentRange::parse(r.contentRange());
-    if (range && range->total && *range->total > offset) {
-      return bad("416 although the object has " + std::to_string(*range->total) + " bytes");
-    }
-    return size_t{0};
-  } else if (r.success()) {
-    return bad("unexpected HTTP status " + std::to_string(r.status()));
-  } else {
-    return fail(r.errorStatus(req.what, ep.endpointUrl(), ep.region));
-  }
-  bytes_.fetch_add(got, std::memory_order_relaxed);
+    return Status::ok();
+  };
+  std::optional<S3Response> r;
+  if (Status s = execute(req, r, check); !s.isOk()) return s;
+  counters_.bytesReceived.fetch_add(got, std::memory_order_relaxed);
   return got;
 }
 
@@ -327,22 +398,21 @@ Result<ObjectInfo> S3Client::head(const std::string& key) {
   req.method = "HEAD";
   req.path = ep.objectPath(key);
   req.what = "HEAD " + ep.describe(key);
-  heads_.fetch_add(1, std::memory_order_relaxed);
-  S3Response r(req.sink);
-  Status s = perform(req, r);
-  if (s.isOk() && r.status() != 200) s = statusOf(req, r);
-  if (s.isOk() && !r.contentLength()) {
-    s = Status::ioError("s3: " + req.what + ": no Content-Length in the response");
-  }
-  if (!s.isOk()) {
-    errors_.fetch_add(1, std::memory_order_relaxed);
-    return s;
-  }
+  counters_.heads.fetch_add(1, std::memory_order_relaxed);
+  std::optional<S3Response> r;
+  Status s = execute(req, r, [&](const S3Response& answer) {
+    if (answer.status() != 200) return statusOf(req, answer);
+    if (!answer.contentLength()) {
+      return Status::ioError("s3: " + req.what + ": no Content-Length in the response");
+    }
+    return Status::ok();
+  });
+  if (!s.isOk()) return s;
   ObjectInfo info;
-  info.size = *r.contentLength();
-  info.etag = r.etag().empty() ? ETag() : ETag::parse(r.etag());
-  if (!r.lastModified().empty()) {
-    const time_t t = curl_getdate(r.lastModified().c_str(), nullptr);
+  info.size = *r->contentLength();
+  info.etag = r->etag().empty() ? ETag() : ETag::parse(r->etag());
+  if (!r->lastModified().empty()) {
+    const time_t t = curl_getdate(r->lastModified().c_str(), nullptr);
     if (t != -1) info.lastModifiedNs = static_cast<int64_t>(t) * 1000000000;
   }
   return info;
@@ -357,136 +427,38 @@ Result<ListPage> S3Client::listPage(const ListObjectsRequest& request) {
   req.what = "LIST " + ep.describe(request.prefix);
   req.sink.kind = BodySink::Kind::kString;
   req.sink.maxString = kMaxListBodyBytes;
-  lists_.fetch_add(1, std::memory_order_relaxed);
-  S3Response r(req.sink);
-  Status s = perform(req, r);
-  if (s.isOk() && r.status() != 200) s = statusOf(req, r);
-  if (!s.isOk()) {
-    errors_.fetch_add(1, std::memory_order_relaxed);
-    return s;
-  }
-  bytes_.fetch_add(r.body().size(), std::memory_order_relaxed);
-  auto page = parseListObjectsV2(r.body());
-  if (!page.isOk()) {
-    errors_.fetch_add(1, std::memory_order_relaxed);
-    return Status::ioError("s3: " + req.what + " (" + ep.endpointUrl() +
-                           "): " + page.status().message());
-  }
+  counters_.lists.fetch_add(1, std::memory_order_relaxed);
+  Result<ListPage> page = Status::ioError("s3: " + req.what + ": no answer");
+  std::optional<S3Response> r;
+  Status s = execute(req, r, [&](const S3Response& answer) {
+    if (answer.status() != 200) return statusOf(req, answer);
+    page = parseListObjectsV2(answer.body());
+    if (!page.isOk()) {
+      return Status::ioError("s3: " + req.what + " (" + ep.endpointUrl() +
+                             "): " + page.status().message());
+    }
+    return Status::ok();
+  });
+  if (!s.isOk()) return s;
+  counters_.bytesReceived.fetch_add(r->body().size(), std::memory_order_relaxed);
   return page;
 }
 
-Status S3Client::listWalk(ListObjectsRequest request, std::vector<ListEntry>& out,
-                          std::vector<std::string>* commonPrefixes) {
-  const std::string what = "LIST " + config_.endpoint.describe(request.prefix);
-  std::set<std::string> tokensSeen;
-  unsigned emptyInARow = 0;
-  for (;;) {
-    auto page = listPage(request);
-    if (!page.isOk()) return page.status();
-    for (auto& entry : page->objects) {
-      if (entry.key.compare(0, request.prefix.size(), request.prefix) != 0) {
-        return Status::ioError("s3: " + what + ": the server listed key '" + entry.key +
-                               "' outside the prefix");
-      }
-      out.push_back(std::move(entry));
-    }
-    if (commonPrefixes != nullptr) {
-      for (auto& p : page->commonPrefixes) {
-        if (p.compare(0, request.prefix.size(), request.prefix) != 0 || p == request.prefix) {
-          return Status::ioError("s3: " + what + ": the server listed prefix '" + p +
-                                 "' outside the prefix");
-        }
-        commonPrefixes->push_back(std::move(p));
-      }
-    }
-    if (!page->isTruncated) return Status::ok();
-    const bool empty = page->objects.empty() && page->commonPrefixes.empty();
-    emptyInARow = empty ? emptyInARow + 1 : 0;
-    if (emptyInARow > kMaxEmptyPagesInARow) {
-      return Status::ioError("s3: " + what + ": " + std::to_string(emptyInARow) +
-                             " empty pages in a row; the listing does not end");
-    }
-    if (!tokensSeen.insert(page->nextContinuationToken).second) {
-      return Status::ioError("s3: " + what +
-                             ": the server repeated a continuation token; the listing does "
-                             "not end");
-    }
-    request.continuationToken = std::move(page->nextContinuationToken);
-  }
-}
-
-Result<std::vector<ListEntry>> S3Client::listAll(const std::string& prefix, unsigned threads) {
-  if (!prefix.empty() && prefix.back() != '/') {
-    return Status::invalidArgument("s3: list prefix '" + prefix + "' does not end in '/'");
-  }
-  ListObjectsRequest top;
-  top.prefix = prefix;
-  top.delimiter = "/";
-  top.maxKeys = config_.listMaxKeys;
-  std::vector<ListEntry> all;
-  std::vector<std::string> dirs;
-  if (Status s = listWalk(top, all, &dirs); !s.isOk()) return s;
-
-  // Each directory's whole subtree, on up to `threads` threads.
-  std::vector<std::vector<ListEntry>> parts(dirs.size());
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  cache::Mutex errorMu;
-  Status firstError;
-  auto worker = [&] {
-    while (!failed.load()) {
-      const size_t i = next.fetch_add(1);
-      if (i >= dirs.size()) break;
-      ListObjectsRequest sub;
-      sub.prefix = dirs[i];
-      sub.maxKeys = config_.listMaxKeys;
-      Status s = listWalk(sub, parts[i], nullptr);
-      if (!s.isOk()) {
-        cache::MutexLock lock(errorMu);
-        if (firstError.isOk()) firstError = std::move(s);
-        failed.store(true);
-      }
-    }
-  };
-  const size_t helpers =
-      dirs.empty() ? 0 : std::min<size_t>(std::max(threads, 1u), dirs.size()) - 1;
-  std::vector<std::thread> pool;
-  pool.reserve(helpers);
-  for (size_t t = 0; t < helpers; ++t) {
-    try {
-      pool.emplace_back(worker);
-    } catch (const std::system_error&) {
-      break;  // fewer threads: this one does the rest
-    }
-  }
-  worker();
-  for (auto& t : pool) t.join();
-  {
-    cache::MutexLock lock(errorMu);
-    if (!firstError.isOk()) return firstError;
-  }
-
-  size_t total = all.size();
-  for (const auto& p : parts) total += p.size();
-  all.reserve(total);
-  for (auto& p : parts) {
-    std::move(p.begin(), p.end(), std::back_inserter(all));
-    std::vector<ListEntry>().swap(p);
-  }
-  // Byte order of the keys (std::string compares as unsigned char), as S3 lists.
-  std::sort(all.begin(), all.end(),
-            [](const ListEntry& a, const ListEntry& b) { return a.key < b.key; });
-  return all;
-}
-
 S3ClientStats S3Client::stats() const {
+  const auto get = [](const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); };
+  const S3ClientCounters& c = counters_;
   S3ClientStats s;
-  s.gets = gets_.load(std::memory_order_relaxed);
-  s.heads = heads_.load(std::memory_order_relaxed);
-  s.lists = lists_.load(std::memory_order_relaxed);
-  s.bytesReceived = bytes_.load(std::memory_order_relaxed);
-  s.errors = errors_.load(std::memory_order_relaxed);
-  s.inFlight = inFlight_.load(std::memory_order_relaxed);
+  s.gets = get(c.gets);
+  s.heads = get(c.heads);
+  s.lists = get(c.lists);
+  s.bytesReceived = get(c.bytesReceived);
+  s.errors = get(c.errors);
+  s.inFlight = get(c.inFlight);
+  s.retries = get(c.retries);
+  s.slowdowns = get(c.slowdowns);
+  s.timeouts = get(c.timeouts);
+  s.gaveUp = get(c.gaveUp);
+  s.credentialReloads = get(c.credentialReloads);
   return s;
 }
 

@@ -1,6 +1,7 @@
 #include "transport/s3/s3_response.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 
 #include "transport/s3/list_objects_parser.h"
@@ -214,6 +215,21 @@ Status S3Response::errorStatus(std::string_view what, std::string_view endpoint,
   if (status_ == 412) return Status::stale(m + ": the object changed since it was listed");
   if (status_ >= 500 && status_ < 600) return Status::unavailable(std::move(m));
   return doc ? withCode(doc->code(), std::move(m)) : Status::ioError(std::move(m));
+}
+
+std::string S3Response::errorCode() const {
+  if (success() || status_ == 0) return "";
+  const size_t open = body_.find("<Code>");
+  if (open == std::string::npos) return "";
+  const size_t from = open + 6, close = body_.find("</Code>", from);
+  if (close == std::string::npos || close - from > 64) return "";
+  std::string code = body_.substr(from, close - from);
+  for (char c : code) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
+      return "";
+    }
+  }
+  return code;
 }
 
 }  // namespace epochfs::transport::s3

@@ -81,6 +81,10 @@ class S3Response {
   // `region`.
   cache::Status errorStatus(std::string_view what, std::string_view endpoint,
                             std::string_view region) const;
+  // S3's <Code> of an error response ("SlowDown", "ExpiredToken"); "" for a
+  // success, a body without one (HEAD has no body) or a code that is not a
+  // plain name.
+  std::string errorCode() const;
 
  private:
   void header(std::string_view line);

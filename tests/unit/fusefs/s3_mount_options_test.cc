@@ -34,12 +34,32 @@ TEST(S3MountOptions, WholeBucketAndDashO) {
   EXPECT_EQ(o->source, "s3://data.set/");
 }
 
+TEST(S3MountOptions, ReadDeadline) {
+  auto o = parse({"s3://b", "/mnt"});
+  ASSERT_TRUE(o.isOk()) << o.status().message();
+  EXPECT_EQ(o->s3->readDeadlineSeconds, 30u);
+  o = parse({"s3://b", "/mnt", "--s3-read-deadline", "3"});
+  ASSERT_TRUE(o.isOk()) << o.status().message();
+  EXPECT_EQ(o->s3->readDeadlineSeconds, 3u);
+  o = parse({"s3://b", "/mnt", "-o", "s3_read_deadline=1"});
+  ASSERT_TRUE(o.isOk()) << o.status().message();
+  EXPECT_EQ(o->s3->readDeadlineSeconds, 1u);
+  for (const char* bad : {"0", "-1", "1.5", "soon", "3601"}) {
+    o = parse({"s3://b", "/mnt", "--s3-read-deadline", bad});
+    ASSERT_FALSE(o.isOk()) << bad;
+    EXPECT_NE(o.status().message().find("s3-read-deadline"), std::string::npos)
+        << o.status().message();
+    EXPECT_EQ(o.status().message().find('\n'), std::string::npos) << o.status().message();
+  }
+}
+
 TEST(S3MountOptions, BadInputIsAClearError) {
   for (const auto& [args, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"s3://", "/mnt"}, "names no bucket"},
            {{"s3:///x", "/mnt"}, "names no bucket"},
            {{"s3://bucket/a//b", "/mnt"}, "empty component"},
            {{"/data", "/mnt", "--s3-region", "x"}, "need an s3:// source"},
+           {{"/data", "/mnt", "--s3-read-deadline", "5"}, "need an s3:// source"},
            {{"s3://bucket", "/mnt", "--revalidate", "5"}, "--revalidate"},
            {{"s3://bucket", "/mnt", "--s3-addressing", "dns"}, "s3-addressing"},
            {{"s3://bucket", "/mnt", "--s3-no-sign-request", "--s3-credentials-file", "f"},

@@ -122,18 +122,80 @@ TEST_F(CredentialChain, SecretsNeverInMessages) {
 }
 
 TEST(CredentialHandoff, RoundTrip) {
-  ResolvedCredentials in{Credentials("AKID", "sec ret+/=", "token"), "environment"};
+  ResolvedCredentials in{Credentials("AKID", "sec ret+/=", "token"), "environment", {}};
   auto out = decodeCredentials(encodeCredentials(in));
   ASSERT_TRUE(out.isOk());
   EXPECT_EQ(out->origin, "environment");
   EXPECT_EQ(out->credentials->secretAccessKey, "sec ret+/=");
   EXPECT_EQ(out->credentials->sessionToken, "token");
-  ResolvedCredentials none{std::nullopt, "none"};
+  EXPECT_FALSE(out->file.isSet());
+  ResolvedCredentials none{std::nullopt, "none", {}};
   out = decodeCredentials(encodeCredentials(none));
   ASSERT_TRUE(out.isOk());
   EXPECT_FALSE(out->credentials.has_value());
   EXPECT_FALSE(decodeCredentials("").isOk());
   EXPECT_FALSE(decodeCredentials(std::string("a\0b", 3)).isOk());
+}
+
+TEST(CredentialHandoff, TheFileTravelsWithTheKeys) {
+  using Kind = CredentialsFile::Kind;
+  for (Kind kind : {Kind::kExplicit, Kind::kShared, Kind::kConfig}) {
+    ResolvedCredentials in{
+        Credentials("AKID", "secret"), "file /etc/creds profile [p]", {kind, "/etc/creds", "p"}};
+    auto out = decodeCredentials(encodeCredentials(in));
+    ASSERT_TRUE(out.isOk()) << out.status().message();
+    EXPECT_EQ(out->file.kind, kind);
+    EXPECT_EQ(out->file.path, "/etc/creds");
+    EXPECT_EQ(out->file.profile, "p");
+    EXPECT_EQ(out->credentials->accessKeyId, "AKID");
+  }
+  // A kind without a path, or an unknown kind, is malformed.
+  EXPECT_FALSE(decodeCredentials(std::string("o\0shared\0\0p\0", 12)).isOk());
+  EXPECT_FALSE(decodeCredentials(std::string("o\0weird\0/f\0p\0", 14)).isOk());
+  EXPECT_FALSE(decodeCredentials(std::string("o\0\0/f\0p\0", 9)).isOk());
+}
+
+TEST_F(CredentialChain, WhereTheKeysCameFromIsKeptAndReadAgain) {
+  const std::string shared =
+      write(dir_.path() + "/creds", "[default]\naws_access_key_id=A1\naws_secret_access_key=S1\n");
+  env_.vars["AWS_SHARED_CREDENTIALS_FILE"] = shared;
+  auto r = resolveCredentials({}, env_.lookup());
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  EXPECT_EQ(r->file.kind, CredentialsFile::Kind::kShared);
+  EXPECT_EQ(r->file.path, shared);
+  EXPECT_EQ(r->file.profile, "default");
+  write(shared, "[default]\naws_access_key_id=A2\naws_secret_access_key=S2\n");
+  auto again = rereadCredentials(r->file);
+  ASSERT_TRUE(again.isOk()) << again.status().message();
+  EXPECT_EQ(again->accessKeyId, "A2");
+  write(shared, "[other]\naws_access_key_id=A3\naws_secret_access_key=S3\n");
+  again = rereadCredentials(r->file);
+  ASSERT_FALSE(again.isOk());
+  EXPECT_NE(again.status().message().find("no keys"), std::string::npos);
+
+  // The config file's [profile P]; an explicit file stays private on every read.
+  env_.vars.erase("AWS_SHARED_CREDENTIALS_FILE");
+  env_.vars["AWS_CONFIG_FILE"] = write(
+      dir_.path() + "/config", "[profile p]\naws_access_key_id=C1\naws_secret_access_key=S\n");
+  env_.vars["AWS_PROFILE"] = "p";
+  r = resolveCredentials({}, env_.lookup());
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  EXPECT_EQ(r->file.kind, CredentialsFile::Kind::kConfig);
+  EXPECT_EQ(rereadCredentials(r->file)->accessKeyId, "C1");
+  CredentialRequest req;
+  req.credentialsFile =
+      write(dir_.path() + "/mine", "[p]\naws_access_key_id=E1\naws_secret_access_key=S\n");
+  r = resolveCredentials(req, env_.lookup());
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  EXPECT_EQ(r->file.kind, CredentialsFile::Kind::kExplicit);
+  chmod(req.credentialsFile.c_str(), 0644);
+  EXPECT_FALSE(rereadCredentials(r->file).isOk());
+  // Keys from the environment have no file.
+  env_.vars["AWS_ACCESS_KEY_ID"] = "AKIDENV";
+  env_.vars["AWS_SECRET_ACCESS_KEY"] = "s";
+  r = resolveCredentials({}, env_.lookup());
+  ASSERT_TRUE(r.isOk());
+  EXPECT_FALSE(r->file.isSet());
 }
 
 }  // namespace

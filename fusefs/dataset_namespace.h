@@ -100,7 +100,8 @@ class DatasetNamespace {
     NodeAttr attr;
   };
   class Walker;
-  class EntryBuilder;  // fromEntries()
+  class EntryBuilder;           // fromEntries()
+  friend class NamespaceImage;  // decode() builds one from its nodes (namespace_image.h)
   // Renumbers the nodes breadth-first in name order (the walk's threads
   // append them in whatever order they finish); nodes no child list reaches
   // are dropped.

@@ -22,7 +22,7 @@ AdminCommands::AdminCommands(const MountState& mount)
       auth_(mount.ns, geteuid(), mount.config.adminGid),
       cacheCommands_(mount.ns, mount.cache, mount.ram, auth_, mount.config.maxPlanEntries),
       clusterCommands_(mount.ns, mount.cluster, auth_),
-      refresher_(mount.ns, mount.cache, mount.snapshot) {}
+      refresher_(mount.ns, mount.cache, mount.snapshot, mount.namespaceUpdated) {}
 
 Status AdminCommands::registerAll(AdminServer& server) {
   server_ = &server;
@@ -270,6 +270,7 @@ json AdminCommands::status() const {
         {"metrics_port", port >= 0 ? json(port) : json(nullptr)}}},
   };
   if (m_.sourceStatus) out["s3"] = m_.sourceStatus();
+  out["dataset"] = {{"namespace_source", m_.namespaceSource}};
   // version, uptime, dataset and members: the declared values.
   out.update(metrics_.snapshot("status"), /*merge_objects=*/true);
   return out;

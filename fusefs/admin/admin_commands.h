@@ -86,6 +86,11 @@ struct MountState {
   const transport::s3::S3ClientCounters* s3 = nullptr;
   const transport::Cluster* cluster = nullptr;  // null: not clustered
   bool supervised = false;                      // upgrade restarts the worker (else it is refused)
+  // Where the namespace came from: "walk", "listing" or "handed over" (a
+  // restarted worker's, from its supervisor).
+  std::string namespaceSource;
+  // Called after a refresh changed the live namespace; unset: nothing.
+  std::function<void()> namespaceUpdated;
   // Ends the mount through the daemon's normal stop path (`restart`: the
   // supervisor starts the binary on disk again); unset: unmount is refused.
   std::function<void(bool restart)> stop;

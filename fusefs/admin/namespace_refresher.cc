@@ -9,8 +9,8 @@ namespace epochfs::fusefs {
 using Ino = DatasetNamespace::Ino;
 
 NamespaceRefresher::NamespaceRefresher(DatasetNamespace& live, cache::ChunkCache& cache,
-                                       Snapshot snapshot)
-    : live_(live), cache_(cache), snapshot_(std::move(snapshot)) {}
+                                       Snapshot snapshot, std::function<void()> changed)
+    : live_(live), cache_(cache), snapshot_(std::move(snapshot)), changed_(std::move(changed)) {}
 
 void NamespaceRefresher::list(std::vector<std::string>& v, const std::string& path,
                               RefreshReport& r) {
@@ -49,6 +49,7 @@ void NamespaceRefresher::markGone(Ino ino, RefreshReport& r) {
     }
     a.gone = true;
     live_.setAttr(cur, a);
+    touched_ = true;
     ++r.removed;
     if (S_ISDIR(a.mode)) {
       for (uint32_t c : live_.children(cur)) stack.push_back(c);
@@ -102,6 +103,7 @@ void NamespaceRefresher::compareDirs(const DatasetNamespace& fresh, Ino oldDir, 
         ++r.invalidatedFiles;
       }
       live_.setAttr(o, na);  // na.gone is false
+      touched_ = true;
       // A directory's times change with its entries: only its own mode/owner
       // (or its return) counts as a change.
       if (!S_ISDIR(na.mode) || access || oa.gone) {
@@ -127,6 +129,8 @@ cache::Result<RefreshReport> NamespaceRefresher::refresh() {
     ++r.changed;
     list(r.changedPaths, ".", r);
   }
+  touched_ = oa.mode != na.mode || oa.uid != na.uid || oa.gid != na.gid || oa.size != na.size ||
+             oa.mtimeNs != na.mtimeNs || oa.ctimeNs != na.ctimeNs || oa.sourceIno != na.sourceIno;
   live_.setAttr(DatasetNamespace::kRootIno, na);
   compareDirs(*fresh, DatasetNamespace::kRootIno, DatasetNamespace::kRootIno, r);
   // A new version when something changed since the last refresh (additions
@@ -135,6 +139,7 @@ cache::Result<RefreshReport> NamespaceRefresher::refresh() {
   refreshes_.fetch_add(1);
   pending_.store(r.added);
   r.version = version_.load();
+  if (touched_ && changed_) changed_();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("refresh: version {}: {} added (remount to see them), {} removed, {} changed",
                r.version, r.added, r.removed, r.changed);

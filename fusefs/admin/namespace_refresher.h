@@ -12,7 +12,8 @@
 // The kernel's own caches are not invalidated: in the default immutable mode
 // it may keep serving a changed file's old attributes and pages until it drops
 // them (docs/ADMIN.md). Each refresh that finds a difference increments the
-// dataset version shown by `status`. Refreshes are serialized.
+// dataset version shown by `status`. Refreshes are serialized. A refresh that
+// changed the live namespace calls the `changed` hook.
 // Thread-safety: all methods from any thread.
 #pragma once
 
@@ -46,7 +47,11 @@ class NamespaceRefresher {
   // `snapshot` takes a fresh snapshot of the source: a walk of a POSIX
   // directory, or a listing of an object store's prefix.
   using Snapshot = std::function<cache::Result<DatasetNamespace>()>;
-  NamespaceRefresher(DatasetNamespace& live, cache::ChunkCache& cache, Snapshot snapshot);
+  // `changed` (optional) runs after a refresh that changed the live
+  // namespace (attributes, gone entries), before refresh() returns: a
+  // supervised worker hands the new namespace to its supervisor.
+  NamespaceRefresher(DatasetNamespace& live, cache::ChunkCache& cache, Snapshot snapshot,
+                     std::function<void()> changed = {});
 
   cache::Result<RefreshReport> refresh();
 
@@ -65,7 +70,9 @@ class NamespaceRefresher {
   DatasetNamespace& live_;
   cache::ChunkCache& cache_;
   const Snapshot snapshot_;
-  std::mutex mu_;  // one refresh at a time
+  const std::function<void()> changed_;
+  bool touched_ = false;  // this refresh set an attribute (guarded by mu_)
+  std::mutex mu_;         // one refresh at a time
   std::atomic<uint64_t> version_{1};
   std::atomic<uint64_t> refreshes_{0};
   std::atomic<uint64_t> pending_{0};

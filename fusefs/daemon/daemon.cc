@@ -19,6 +19,7 @@
 #include "fusefs/admin/plan_builder.h"
 #include "fusefs/admin_protocol.h"
 #include "fusefs/daemon/memory_limit.h"
+#include "fusefs/daemon/namespace_handover.h"
 #include "fusefs/daemon/supervisor_link.h"
 #include "fusefs/mount_table.h"
 #include "fusefs/namespace_image_folder.h"
@@ -306,12 +307,42 @@ cache::Result<DatasetNamespace> Daemon::snapshotSource() {
   return DatasetNamespace::snapshot(posix_->rootFd(), 16);
 }
 
+cache::Result<DatasetNamespace> Daemon::loadNamespace() {
+  if (supervision_ && supervision_->namespaceFd >= 0) {
+    const int fd = std::exchange(supervision_->namespaceFd, -1);
+    auto ns = NamespaceHandover::adopt(fd, supervision_->expectedFingerprint, s3_.get());
+    if (ns.isOk()) {
+      namespaceSource_ = "handed over";
+      return ns;
+    }
+    spdlog::warn("restart: the namespace handed over is not usable ({}); {} the source again",
+                 ns.status().message(), s3_ ? "listing" : "walking");
+  } else if (supervision_ && supervision_->adoptFd >= 0) {
+    spdlog::warn("restart: no namespace handed over; {} the source again",
+                 s3_ ? "listing" : "walking");
+  }
+  namespaceSource_ = s3_ ? "listing" : "walk";
+  return snapshotSource();
+}
+
+void Daemon::publishNamespace() {
+  if (!supervision_ || !supervision_->sendNamespace || !namespace_) return;
+  std::lock_guard<std::mutex> lock(publishMu_);
+  auto fd = NamespaceHandover::publish(*namespace_, s3_.get());
+  if (!fd.isOk()) {
+    spdlog::warn("cannot hand the namespace to the supervisor: {}", fd.status().message());
+    return;
+  }
+  supervision_->sendNamespace(*fd);
+  close(*fd);
+}
+
 Status Daemon::start() {
   startedAt_ = std::chrono::steady_clock::now();
   if (Status s = openSource(); !s.isOk()) return s;
 
   const auto t0 = std::chrono::steady_clock::now();
-  auto ns = snapshotSource();
+  auto ns = loadNamespace();
   if (!ns.isOk()) return ns.status();
   namespace_ = std::make_unique<DatasetNamespace>(std::move(ns).value());
   snapshotSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -394,6 +425,8 @@ Status Daemon::start() {
       .s3 = s3_ ? &s3_->counters() : nullptr,
       .cluster = cluster_.get(),
       .supervised = supervision_.has_value(),
+      .namespaceSource = namespaceSource_,
+      .namespaceUpdated = [this] { publishNamespace(); },
       .stop = [this](bool restart) { stop(restart); },
       .libraries = [this]() -> json {
         FuseServer* f = mounted_.load();

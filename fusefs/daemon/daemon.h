@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -42,6 +44,8 @@ class Daemon {
     int adoptFd = -1;                 // a restart: the mount's /dev/fuse descriptor
     std::string initMessage;          // a restart: the kernel's FUSE_INIT to replay
     std::string expectedFingerprint;  // a restart: the first worker's namespace
+    int namespaceFd = -1;  // a restart: the namespace image (owned; namespace_handover.h)
+    std::function<void(int memfd)> sendNamespace;  // hands a namespace image to the supervisor
   };
   void setSupervision(Supervision s) { supervision_ = std::move(s); }
   // An s3:// source: the credentials main() resolved (nullopt: unsigned) and
@@ -66,6 +70,11 @@ class Daemon {
   int fuseFd() const { return fuse_ ? fuse_->fuseFd() : -1; }
   const std::string& initMessage() const;
   std::string namespaceFingerprint() const;
+  // Supervised: hands the live namespace to the supervisor (after start(),
+  // unless it came from the supervisor; after each refresh that changed it).
+  void publishNamespace();
+  // "walk", "listing" or "handed over" (status.dataset.namespace_source).
+  const std::string& namespaceSource() const { return namespaceSource_; }
   // start() failed because the source tree is not the one the mount showed.
   bool namespaceChanged() const { return namespaceChanged_; }
 
@@ -81,20 +90,24 @@ class Daemon {
   // Opens the source (a directory, or an object store) and snapshots it.
   cache::Status openSource();
   cache::Result<DatasetNamespace> snapshotSource();
+  // A restart's handed-over namespace if usable, else snapshotSource().
+  cache::Result<DatasetNamespace> loadNamespace();
 
   MountOptions options_;
   std::optional<Supervision> supervision_;
   bool namespaceChanged_ = false;
+  std::string namespaceSource_;
+  std::mutex publishMu_;  // one publishNamespace() at a time
   std::chrono::steady_clock::time_point startedAt_;
   uint64_t datasetId_ = 0;
   double snapshotSeconds_ = 0;
   std::optional<transport::s3::Credentials> s3Credentials_;
   std::string s3CredentialsOrigin_;
   transport::s3::CredentialsFile s3CredentialsFile_;  // re-read when it changes
-  std::unique_ptr<cache::PosixSource> posix_;  // a directory source
-  std::unique_ptr<S3Dataset> s3_;              // or an s3:// one
-  cache::Source* source_ = nullptr;            // whichever it is
-  std::unique_ptr<cache::Source> delayed_;     // --inject-source-latency (testing)
+  std::unique_ptr<cache::PosixSource> posix_;         // a directory source
+  std::unique_ptr<S3Dataset> s3_;                     // or an s3:// one
+  cache::Source* source_ = nullptr;                   // whichever it is
+  std::unique_ptr<cache::Source> delayed_;            // --inject-source-latency (testing)
   std::unique_ptr<DatasetNamespace> namespace_;
   std::unique_ptr<cache::RamTier> ram_;
   uint64_t receivePoolBytes_ = 0;                    // fitMemory()

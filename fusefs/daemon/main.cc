@@ -123,6 +123,8 @@ int runWorker(const MountOptions& options, epochfs::fusefs::SupervisorLink& link
   sup.adoptFd = link.fuseFd();
   sup.initMessage = link.initMessage();
   sup.expectedFingerprint = link.expectedFingerprint();
+  sup.namespaceFd = link.takeNamespaceFd();
+  sup.sendNamespace = [&link](int memfd) { link.sendNamespace(memfd); };
   daemon.setSupervision(std::move(sup));
   auto started = daemon.start();
   if (!started.isOk()) {
@@ -137,9 +139,12 @@ int runWorker(const MountOptions& options, epochfs::fusefs::SupervisorLink& link
     if (chdir("/") != 0) spdlog::warn("chdir / failed");
     detachStdio();
   }
+  // Before "ready": once the mount is up, the supervisor can restart a worker
+  // from it (one that adopted its namespace has nothing new to hand over).
+  if (daemon.namespaceSource() != "handed over") daemon.publishNamespace();
   link.sendReady(daemon.namespaceFingerprint());
-  spdlog::info("{} {} on {} (pid {})", link.restarted() ? "resumed" : "mounted", options.source,
-               options.mountpoint, getpid());
+  spdlog::info("{} {} on {} (pid {}, namespace: {})", link.restarted() ? "resumed" : "mounted",
+               options.source, options.mountpoint, getpid(), daemon.namespaceSource());
   const int rc = daemon.run();
   spdlog::info("worker pid {} ends with {}", getpid(), rc);
   return rc;

@@ -133,4 +133,12 @@ json S3Dataset::status() const {
             {"outside_prefix", skips.outsidePrefix}}}};
 }
 
+std::shared_ptr<const s3::S3Source::Versions> S3Dataset::versions() const {
+  return source_->currentVersions();
+}
+
+void S3Dataset::adoptVersions(s3::S3Source::Versions versions) {
+  source_->setVersions(std::move(versions));
+}
+
 }  // namespace epochfs::fusefs

@@ -65,6 +65,13 @@ class S3Dataset {
   std::atomic<uint64_t> listings_{0};
   uid_t uid_ = 0;
   gid_t gid_ = 0;
+
+ public:
+  // A restarted worker's hand-over (fusefs/daemon/namespace_handover.h): the
+  // current listing's ETags, and adopting the handed-over ones instead of a
+  // listing (no request).
+  std::shared_ptr<const transport::s3::S3Source::Versions> versions() const;
+  void adoptVersions(transport::s3::S3Source::Versions versions);
 };
 
 }  // namespace epochfs::fusefs

@@ -81,7 +81,7 @@ Supervisor::Supervisor(const MountOptions& options, std::vector<std::string> arg
 
 Supervisor::~Supervisor() {
   explicit_bzero(handoff_.data(), handoff_.size());
-  for (int fd : {cwdFd_, signalFd_, channel_, fuseFd_, readyFd_}) {
+  for (int fd : {cwdFd_, signalFd_, channel_, fuseFd_, readyFd_, namespaceFd_}) {
     if (fd >= 0) close(fd);
   }
 }
@@ -162,6 +162,10 @@ bool Supervisor::spawnWorker() {
       setenv(kEnvFuseInit, hexInit.c_str(), 1);
       setenv(kEnvFingerprint, fingerprint_.c_str(), 1);
       setenv(kEnvResumeMountpoint, options_.mountpoint.c_str(), 1);
+      if (namespaceFd_ >= 0) {
+        fcntl(namespaceFd_, F_SETFD, 0);
+        setenv(kEnvNamespaceFd, std::to_string(namespaceFd_).c_str(), 1);
+      }
     }
     if (!handoff_.empty()) {
       // Fits the pipe's buffer (64 KiB): written whole before the worker runs.
@@ -219,6 +223,19 @@ void Supervisor::readChannel() {
       fuseFd_ = fd;
       initMessage_ = fromHex(payload);
       fd = -1;
+    } else if (kind == "namespace" && fd >= 0) {
+      // Only a sealed memfd: its contents cannot change after the check.
+      constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+      const int seals = fcntl(fd, F_GET_SEALS);
+      if (seals >= 0 && (seals & kSeals) == kSeals) {
+        if (namespaceFd_ >= 0) close(namespaceFd_);
+        namespaceFd_ = fd;
+        fd = -1;
+        spdlog::info("supervisor: worker pid {} handed over its namespace", worker_);
+      } else {
+        spdlog::warn("supervisor: worker pid {} sent a namespace that is not a sealed memfd",
+                     worker_);
+      }
     } else if (kind == "ready") {
       if (!served_) {
         served_ = true;

@@ -8,6 +8,9 @@
 //   to the supervisor): the binary on disk is started again, same mount;
 // - the worker exits 0 (unmounted, SIGTERM, `epochctl unmount`), or
 //   SIGTERM/SIGINT/SIGHUP reach the supervisor: it unmounts and exits.
+// Each worker hands over its namespace (a sealed memfd, kept, the latest
+// only) and a restarted one gets it, so it serves without walking or listing
+// the source again.
 // Single-threaded: signals are read from a signalfd next to the channels.
 #pragma once
 
@@ -58,6 +61,7 @@ class Supervisor {
   std::string initMessage_;
   std::string handoff_;
   std::string fingerprint_;  // of the first worker's namespace
+  int namespaceFd_ = -1;     // the latest namespace image (sealed memfd), for the next worker
   std::string lastError_;
   std::string startError_;
   pid_t worker_ = -1;

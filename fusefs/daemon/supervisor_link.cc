@@ -66,8 +66,10 @@ std::unique_ptr<SupervisorLink> SupervisorLink::fromEnvironment() {
   link->fingerprint_ = envString(kEnvFingerprint);
   link->handoffFd_ = envFd(kEnvHandoff);
   if (link->handoffFd_ >= 0) fcntl(link->handoffFd_, F_SETFD, FD_CLOEXEC);
+  link->namespaceFd_ = envFd(kEnvNamespaceFd);
+  if (link->namespaceFd_ >= 0) fcntl(link->namespaceFd_, F_SETFD, FD_CLOEXEC);
   for (const char* name : {kEnvChannel, kEnvFuseFd, kEnvFuseInit, kEnvFingerprint,
-                           kEnvResumeMountpoint, kEnvHandoff}) {
+                           kEnvResumeMountpoint, kEnvHandoff, kEnvNamespaceFd}) {
     unsetenv(name);
   }
   return link;
@@ -76,6 +78,13 @@ std::unique_ptr<SupervisorLink> SupervisorLink::fromEnvironment() {
 SupervisorLink::~SupervisorLink() {
   if (channel_ >= 0) close(channel_);
   if (handoffFd_ >= 0) close(handoffFd_);
+  if (namespaceFd_ >= 0) close(namespaceFd_);
+}
+
+int SupervisorLink::takeNamespaceFd() {
+  const int fd = namespaceFd_;
+  namespaceFd_ = -1;
+  return fd;
 }
 
 std::string SupervisorLink::takeHandoff() {
@@ -114,6 +123,8 @@ void SupervisorLink::send(const std::string& message, int fd) {
 void SupervisorLink::sendFuse(int fuseFd, const std::string& initMessage) {
   send("fuse\n" + toHex(initMessage), fuseFd);
 }
+
+void SupervisorLink::sendNamespace(int memfd) { send("namespace", memfd); }
 
 void SupervisorLink::sendReady(const std::string& fingerprint) { send("ready\n" + fingerprint); }
 

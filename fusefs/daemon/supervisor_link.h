@@ -2,8 +2,10 @@
 // (docs/ARCHITECTURE.md "Processes"). The supervisor starts each worker with
 // the environment variables below; the worker reports over a SOCK_SEQPACKET
 // socket: "fuse" + its /dev/fuse descriptor (SCM_RIGHTS) and the kernel's
-// FUSE_INIT message, once mounted; "ready" + its namespace fingerprint once
-// serving; "error" + a one-line reason if start-up fails.
+// FUSE_INIT message, once mounted; "namespace" + its namespace as a sealed
+// memfd (SCM_RIGHTS; fusefs/namespace_image.h) before "ready" and after each
+// refresh that changed it; "ready" + its namespace fingerprint once serving;
+// "error" + a one-line reason if start-up fails.
 // Thread-safety: not thread-safe; used by main() only.
 #pragma once
 
@@ -23,6 +25,9 @@ inline constexpr const char* kEnvFingerprint = "EPOCHFS_NAMESPACE_FP";  // resta
 // Restarts only: the canonical mountpoint, read by parseMountOptions instead
 // of resolving the path (a stat() of the mount would wait for this worker).
 inline constexpr const char* kEnvResumeMountpoint = "EPOCHFS_RESUME_MOUNTPOINT";
+// Restarts only: a sealed memfd with the namespace the last worker served
+// (fusefs/namespace_image.h), so the new one neither walks nor lists the source.
+inline constexpr const char* kEnvNamespaceFd = "EPOCHFS_NAMESPACE_FD";
 // A pipe carrying what the worker must not get through its environment (an
 // S3 mount's credentials): the supervisor writes it for every worker it starts.
 inline constexpr const char* kEnvHandoff = "EPOCHFS_HANDOFF_FD";
@@ -40,8 +45,13 @@ class SupervisorLink {
   const std::string& expectedFingerprint() const { return fingerprint_; }  // "" if none
   // The bytes on the hand-off pipe ("" without one); reads it once and closes it.
   std::string takeHandoff();
+  // The namespace image's memfd (-1: none); the caller owns it from then on.
+  int takeNamespaceFd();
 
   void sendFuse(int fuseFd, const std::string& initMessage);
+  // `memfd`: a sealed namespace image; the link does not close it. Also
+  // called from an admin thread (refresh): one sendmsg per message.
+  void sendNamespace(int memfd);
   void sendReady(const std::string& fingerprint);
   void sendError(const std::string& reason);
 
@@ -52,6 +62,7 @@ class SupervisorLink {
   int channel_ = -1;
   int fuseFd_ = -1;
   int handoffFd_ = -1;
+  int namespaceFd_ = -1;
   std::string initMessage_;
   std::string fingerprint_;
 };

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -205,6 +206,15 @@ class SupervisorTest : public MountTest {
     for (pid_t p : victims) kill(p, SIGKILL);
   }
 
+  // `path` is a child of `dir` in the worker's namespace (admin `ls`).
+  bool listed(const std::string& dir, const std::string& path) {
+    auto j = adminRequest(mnt_, {{"cmd", "ls"}, {"path", dir}, {"children", true}});
+    for (const auto& e : j.value("children", nlohmann::json::array())) {
+      if (e.value("path", "") == path) return true;
+    }
+    return false;
+  }
+
   std::map<std::string, std::string> files_;
 };
 
@@ -393,19 +403,95 @@ TEST_F(SupervisorTest, StopSignalsAndUnmountCommandLeaveNoMountOrProcess) {
   }
 }
 
-// Pass: if the source tree changed (a file added) before a restart, the new
-// worker refuses to serve the old node ids: the supervisor unmounts and
-// exits instead of serving other files' bytes under cached names.
-TEST_F(SupervisorTest, ChangedSourceTreeIsNotResumed) {
+// Counts what a walk of the source does to its directories, seen from
+// outside the daemon (inotify IN_OPEN|IN_ACCESS on each directory): any
+// directory listed (IN_ACCESS: getdents) or any directory below the root
+// opened. Opening the root itself is not counted: every worker does it (its
+// source's root descriptor). Events about files are ignored.
+class DirAccessWatch {
+ public:
+  explicit DirAccessWatch(const std::string& root) {
+    fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    for (const auto& [path, e] : snapshotTree(root, false)) {
+      if (S_ISDIR(e.mode)) {
+        inotify_add_watch(fd_, (root + "/" + path).c_str(), IN_OPEN | IN_ACCESS);
+      }
+    }
+    rootWd_ = inotify_add_watch(fd_, root.c_str(), IN_OPEN | IN_ACCESS);
+  }
+  ~DirAccessWatch() { close(fd_); }
+  // The events counted so far, described ("" when none).
+  std::string walkEvents() {
+    alignas(inotify_event) char buf[65536];
+    ssize_t n;
+    while ((n = read(fd_, buf, sizeof buf)) > 0) {
+      for (char* p = buf; p < buf + n;) {
+        const auto* ev = reinterpret_cast<const inotify_event*>(p);
+        p += sizeof(inotify_event) + ev->len;
+        if ((ev->mask & IN_ISDIR) == 0) continue;
+        const bool rootOpen = ev->wd == rootWd_ && ev->len == 0 && (ev->mask & IN_OPEN) != 0;
+        if (rootOpen) continue;
+        events_ += std::string((ev->mask & IN_OPEN) != 0 ? " open" : " list") + " wd " +
+                   std::to_string(ev->wd) + (ev->len > 0 ? std::string(" ") + ev->name : "");
+      }
+    }
+    return events_;
+  }
+
+ private:
+  int fd_ = -1;
+  int rootWd_ = -1;
+  std::string events_;
+};
+
+// Pass (issue #34): the source tree changed (a file added, another removed)
+// and the worker is SIGKILLed: the new worker resumes from the namespace the
+// supervisor kept (status namespace_source "handed over") without opening a
+// source directory (inotify), serving the old snapshot's tree (the added
+// file absent, the removed one listed) with the right bytes. After a refresh
+// (the removed file marked gone) and a second kill, the next worker serves
+// the refreshed namespace, again without a walk.
+TEST_F(SupervisorTest, ChangedSourceTreeResumesFromTheHandedOverNamespace) {
   auto r = mount(opts());
   ASSERT_EQ(r.exitCode, 0) << r.describe();
-  const pid_t worker = daemonPid();
+  pid_t worker = daemonPid();
   const pid_t supervisor = parentOf(worker);
+  EXPECT_EQ(admin("status")["dataset"].value("namespace_source", ""), "walk");
   ASSERT_EQ(readFile(mnt_ + "/d0/f1.bin").data, files_["d0/f1.bin"]);
   writeFile(src_ + "/d0/added.bin", "new");
-  ASSERT_EQ(kill(worker, SIGKILL), 0);
-  EXPECT_TRUE(waitForExit(supervisor, 30).has_value()) << "supervisor did not give up";
-  EXPECT_TRUE(waitMounted(mnt_, false, 10)) << "the mount was left behind";
+  ASSERT_EQ(unlink((src_ + "/d1/f3.bin").c_str()), 0);
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    DirAccessWatch watch(src_);
+    ASSERT_EQ(watch.walkEvents(), "");
+    ASSERT_EQ(kill(worker, SIGKILL), 0);
+    const pid_t next = waitNewWorker(worker, 60);
+    if (next <= 0) abortConnection(supervisor);
+    ASSERT_GT(next, 0) << "no new worker served within 60 s";
+    worker = next;
+    EXPECT_EQ(parentOf(worker), supervisor);
+    auto st = admin("status");
+    EXPECT_EQ(st["dataset"].value("namespace_source", ""), "handed over");
+    struct stat sb;
+    EXPECT_NE(stat((mnt_ + "/d0/added.bin").c_str(), &sb), 0) << "a file of the new tree";
+    // The namespace the worker serves (not the kernel's dentry cache):
+    // before the refresh the removed file is in it, after it is gone.
+    EXPECT_EQ(listed("d1", "d1/f3.bin"), round == 0);
+    EXPECT_FALSE(listed("d0", "d0/added.bin"));
+    for (const auto& [name, data] : files_) {
+      if (name == "d1/f3.bin") continue;
+      EXPECT_EQ(readFile(mnt_ + "/" + name).data, data) << name;
+    }
+    EXPECT_EQ(watch.walkEvents(), "") << "the new worker walked the source";
+    if (round == 0) {
+      auto rr = admin("refresh");
+      ASSERT_TRUE(rr.value("ok", false)) << rr.dump();
+      EXPECT_EQ(rr.value("removed", 0), 1);
+      EXPECT_FALSE(listed("d1", "d1/f3.bin"));
+      // The watch sees a walk: the refresh's.
+      EXPECT_NE(watch.walkEvents(), "");
+    }
+  }
 }
 
 // Pass: a worker that cannot start (its cache dir is locked by another mount)

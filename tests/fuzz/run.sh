@@ -14,7 +14,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=${FUZZ_BUILD_DIR:-$here/../../build-fuzz}
 secs=${FUZZ_SECONDS:-15}
 cxx=${FUZZ_CXX:-clang++-14}
-targets="${FUZZ_TARGETS:-wire_decoder admin_request mount_options list_objects}"
+targets="${FUZZ_TARGETS:-wire_decoder admin_request mount_options list_objects namespace_image}"
 
 # libFuzzer present? (Debian ships its runtime in libclang-rt-14-dev.)
 probe=$(mktemp -d)

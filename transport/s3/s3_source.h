@@ -34,6 +34,8 @@ class S3Source : public cache::Source {
   // The listing's ETags (any order; a duplicate file id keeps the first).
   void setVersions(Versions versions);
   size_t versionCount() const;
+  // The current listing's ETags (a namespace hand-over keeps them).
+  std::shared_ptr<const Versions> currentVersions() const { return versions(); }
 
   cache::Result<size_t> read(const std::string& relPath, const cache::FileIdentity& expected,
                              uint64_t offset, char* buf, size_t len) override;

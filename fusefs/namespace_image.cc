@@ -1,0 +1,313 @@
+#include "fusefs/namespace_image.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace epochfs::fusefs {
+
+using cache::Result;
+using cache::Status;
+
+namespace {
+
+// Bytes of a node record without its name and target.
+constexpr size_t kNodeFixedBytes = 4 + 4 + 4 + 4 + 8 + 4 * 4 + 3 * 8 + 3 * 8 + 1;
+constexpr size_t kVersionBytes = 8 + 1 + 4 + 16;
+constexpr size_t kChecksumAt = 32;
+constexpr uint8_t kMaxVersionKind = 2;  // transport/s3/etag.h ETag::Kind
+
+class Writer {
+ public:
+  explicit Writer(std::string& out) : out_(out) {}
+  void u8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void u32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>(v >> (8 * i)));
+  }
+  void u64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>(v >> (8 * i)));
+  }
+  void str(std::string_view s) {
+    u32(static_cast<uint32_t>(s.size()));
+    out_.append(s);
+  }
+
+ private:
+  std::string& out_;
+};
+
+// Reads little-endian fields; any read past the end sets failed() and
+// returns zeros, so a caller checks once per record.
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  bool failed() const { return failed_; }
+  size_t remaining() const { return in_.size() - pos_; }
+  uint8_t u8() { return static_cast<uint8_t>(take(1)); }
+  uint32_t u32() { return static_cast<uint32_t>(take(4)); }
+  uint64_t u64() { return take(8); }
+  std::string_view bytes(size_t n) {
+    if (failed_ || n > remaining()) {
+      failed_ = true;
+      return {};
+    }
+    std::string_view s = in_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  std::string_view str() { return bytes(u32()); }
+
+ private:
+  uint64_t take(size_t n) {
+    std::string_view b = bytes(n);
+    uint64_t v = 0;
+    for (size_t i = 0; i < b.size(); ++i) v |= uint64_t{static_cast<uint8_t>(b[i])} << (8 * i);
+    return v;
+  }
+  std::string_view in_;
+  size_t pos_ = 0;
+  bool failed_ = false;
+};
+
+uint64_t checksumOf(std::string_view image) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  XXH3_64bits_update(st, image.data(), kChecksumAt);
+  const uint64_t zero = 0;
+  XXH3_64bits_update(st, &zero, sizeof zero);
+  XXH3_64bits_update(st, image.data() + kChecksumAt + 8, image.size() - kChecksumAt - 8);
+  const uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return h;
+}
+
+bool validName(std::string_view n) {
+  return !n.empty() && n != "." && n != ".." && n.find('/') == std::string_view::npos &&
+         n.find('\0') == std::string_view::npos;
+}
+
+Status corrupt(const std::string& what) { return Status::corruption("namespace image: " + what); }
+
+}  // namespace
+
+std::string NamespaceImage::encode(const DatasetNamespace& ns,
+                                   const std::vector<ImageVersion>* versions) {
+  std::string out;
+  out.reserve(kHeaderSize + 32 + ns.nodeCount() * (kNodeFixedBytes + 16) +
+              (versions ? versions->size() * kVersionBytes + 8 : 0));
+  Writer w(out);
+  out.append(kMagic, sizeof kMagic);
+  w.u32(kVersion);
+  w.u32(versions != nullptr ? kHasVersions : 0);
+  w.u64(ns.nodeCount());
+  w.u64(0);  // payload size, below
+  w.u64(0);  // checksum, below
+  w.u64(ns.fileCount());
+  w.u64(ns.dirCount());
+  w.u64(ns.totalBytes());
+  w.u64(ns.fingerprint());
+  for (DatasetNamespace::Ino ino = 1; ino <= ns.nodeCount(); ++ino) {
+    const NodeAttr a = ns.attr(ino);
+    w.u32(ino == DatasetNamespace::kRootIno ? 0 : static_cast<uint32_t>(ns.parentOf(ino)));
+    w.u32(static_cast<uint32_t>(ns.children(ino).size()));
+    w.str(ns.name(ino));
+    w.str(ns.symlinkTarget(ino));
+    w.u64(ns.fileId(ino));
+    w.u32(a.mode);
+    w.u32(a.uid);
+    w.u32(a.gid);
+    w.u32(a.nlink);
+    w.u64(a.size);
+    w.u64(a.sourceIno);
+    w.u64(a.rdev);
+    w.u64(static_cast<uint64_t>(a.atimeNs));
+    w.u64(static_cast<uint64_t>(a.mtimeNs));
+    w.u64(static_cast<uint64_t>(a.ctimeNs));
+    w.u8(a.gone ? 1 : 0);
+  }
+  if (versions != nullptr) {
+    w.u64(versions->size());
+    for (const ImageVersion& v : *versions) {
+      w.u64(v.fileId);
+      w.u8(v.kind);
+      w.u32(v.parts);
+      out.append(reinterpret_cast<const char*>(v.bytes.data()), v.bytes.size());
+    }
+  }
+  const uint64_t payload = out.size() - kHeaderSize;
+  for (int i = 0; i < 8; ++i) out[24 + i] = static_cast<char>(payload >> (8 * i));
+  reseal(out);
+  return out;
+}
+
+void NamespaceImage::reseal(std::string& bytes) {
+  if (bytes.size() < kHeaderSize) return;
+  const uint64_t h = checksumOf(bytes);
+  for (int i = 0; i < 8; ++i) bytes[kChecksumAt + i] = static_cast<char>(h >> (8 * i));
+}
+
+Result<DecodedNamespace> NamespaceImage::decode(std::string_view bytes) {
+  if (bytes.size() < kHeaderSize) return corrupt("truncated header");
+  Reader h(bytes.substr(sizeof kMagic, kHeaderSize - sizeof kMagic));
+  const uint32_t version = h.u32();
+  const uint32_t flags = h.u32();
+  const uint64_t nodeCount = h.u64();
+  const uint64_t payloadSize = h.u64();
+  const uint64_t checksum = h.u64();
+  // First, over everything: any flipped byte is a checksum error.
+  if (checksumOf(bytes) != checksum) return corrupt("checksum mismatch (truncated or corrupt)");
+  if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) return corrupt("bad magic");
+  if (version != kVersion) {
+    return corrupt("format version " + std::to_string(version) + ", this epochfs reads version " +
+                   std::to_string(kVersion));
+  }
+  if (payloadSize != bytes.size() - kHeaderSize) {
+    return corrupt("payload of " + std::to_string(bytes.size() - kHeaderSize) +
+                   " bytes, the header says " + std::to_string(payloadSize));
+  }
+  if ((flags & ~kHasVersions) != 0) return corrupt("unknown flags");
+  Reader r(bytes.substr(kHeaderSize));
+  if (nodeCount == 0 || nodeCount >= UINT32_MAX ||
+      nodeCount > (r.remaining() - std::min<size_t>(r.remaining(), 32)) / kNodeFixedBytes) {
+    return corrupt("node count " + std::to_string(nodeCount) + " does not fit the payload");
+  }
+  DatasetNamespace ns;
+  ns.files_ = r.u64();
+  ns.dirs_ = r.u64();
+  ns.bytes_ = r.u64();
+  ns.fingerprint_ = r.u64();
+  ns.nodes_.resize(nodeCount);
+  // The children of each node are the next unassigned inodes (breadth-first).
+  std::vector<uint32_t> expectedParent(nodeCount + 1, 0);
+  uint64_t next = 2;
+  for (uint64_t i = 0; i < nodeCount; ++i) {
+    const uint32_t ino = static_cast<uint32_t>(i + 1);
+    DatasetNamespace::Node& n = ns.nodes_[i];
+    n.parent = r.u32();
+    const uint32_t kids = r.u32();
+    const std::string_view name = r.str();
+    n.target = std::string(r.str());
+    n.fileId = r.u64();
+    NodeAttr& a = n.attr;
+    a.mode = r.u32();
+    a.uid = r.u32();
+    a.gid = r.u32();
+    a.nlink = r.u32();
+    a.size = r.u64();
+    a.sourceIno = r.u64();
+    a.rdev = r.u64();
+    a.atimeNs = static_cast<int64_t>(r.u64());
+    a.mtimeNs = static_cast<int64_t>(r.u64());
+    a.ctimeNs = static_cast<int64_t>(r.u64());
+    const uint8_t gone = r.u8();
+    if (r.failed()) return corrupt("truncated at node " + std::to_string(ino));
+    if (gone > 1) return corrupt("bad gone flag at node " + std::to_string(ino));
+    a.gone = gone == 1;
+    if (ino == DatasetNamespace::kRootIno) {
+      if (n.parent != 0 || !name.empty()) return corrupt("bad root node");
+      if (!S_ISDIR(a.mode)) return corrupt("the root is not a directory");
+    } else {
+      if (ino >= next) return corrupt("node " + std::to_string(ino) + " has no parent");
+      if (n.parent != expectedParent[ino]) {
+        return corrupt("node " + std::to_string(ino) + " names parent " + std::to_string(n.parent) +
+                       ", its place says " + std::to_string(expectedParent[ino]));
+      }
+      if (!validName(name)) return corrupt("bad name at node " + std::to_string(ino));
+      const DatasetNamespace::Node& p = ns.nodes_[n.parent - 1];
+      n.path.reserve(p.path.size() + 1 + name.size());
+      n.path = p.path;
+      if (!n.path.empty()) n.path.push_back('/');
+      n.nameOffset = static_cast<uint32_t>(n.path.size());
+      n.path.append(name);
+    }
+    if (kids > 0) {
+      if (!S_ISDIR(a.mode))
+        return corrupt("non-directory node " + std::to_string(ino) + " has children");
+      if (kids > nodeCount + 1 - next) {
+        return corrupt("node " + std::to_string(ino) + "'s children are out of range");
+      }
+      n.children.resize(kids);
+      for (uint32_t k = 0; k < kids; ++k) {
+        n.children[k] = static_cast<uint32_t>(next);
+        expectedParent[next++] = ino;
+      }
+    }
+  }
+  for (uint64_t i = 0; i < nodeCount; ++i) {
+    const auto& kids = ns.nodes_[i].children;
+    for (size_t k = 1; k < kids.size(); ++k) {
+      if (!(ns.name(kids[k - 1]) < ns.name(kids[k]))) {
+        return corrupt("children of node " + std::to_string(i + 1) + " not sorted by name");
+      }
+    }
+  }
+  std::optional<std::vector<ImageVersion>> versions;
+  if ((flags & kHasVersions) != 0) {
+    const uint64_t count = r.u64();
+    if (r.failed() || count > r.remaining() / kVersionBytes) {
+      return corrupt("version count does not fit the payload");
+    }
+    versions.emplace();
+    versions->reserve(count);
+    for (uint64_t i = 0; i < count; ++i) {
+      ImageVersion v;
+      v.fileId = r.u64();
+      v.kind = r.u8();
+      v.parts = r.u32();
+      const std::string_view b = r.bytes(v.bytes.size());
+      if (r.failed()) return corrupt("truncated versions");
+      std::memcpy(v.bytes.data(), b.data(), v.bytes.size());
+      if (v.kind > kMaxVersionKind) return corrupt("bad version kind");
+      versions->push_back(v);
+    }
+  }
+  if (r.remaining() != 0) return corrupt("trailing bytes");
+  return DecodedNamespace{std::move(ns), std::move(versions)};
+}
+
+Result<int> NamespaceImage::toSealedMemfd(std::string_view bytes) {
+  const int fd = memfd_create("epochfs-namespace", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return Status::fromErrno(errno, "memfd_create");
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      close(fd);
+      return Status::fromErrno(err, "write namespace image");
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    const int err = errno;
+    close(fd);
+    return Status::fromErrno(err, "seal namespace image");
+  }
+  return fd;
+}
+
+Result<std::string> NamespaceImage::readSealedMemfd(int fd) {
+  const int seals = fcntl(fd, F_GET_SEALS);
+  constexpr int kNeeded = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+  if (seals < 0) return Status::fromErrno(errno, "namespace image: not a memfd");
+  if ((seals & kNeeded) != kNeeded) return corrupt("the memfd is not sealed");
+  struct stat st;
+  if (fstat(fd, &st) != 0) return Status::fromErrno(errno, "namespace image: fstat");
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Status::fromErrno(n < 0 ? errno : EIO, "namespace image: read");
+    done += static_cast<size_t>(n);
+  }
+  return out;
+}
+
+}  // namespace epochfs::fusefs

@@ -149,7 +149,7 @@ void S3Client::releaseHandle(void* handle) {
 }
 
 Status S3Client::perform(const Request& request, S3Response& response, Clock::time_point deadline,
-                         int* curlCode) {
+                         int* curlCode, std::shared_ptr<const SigV4Signer>* signedWith) {
   const S3Endpoint& ep = config_.endpoint;
   const std::string endpointUrl = ep.endpointUrl();
   const std::string host = ep.hostHeader();
@@ -177,6 +177,7 @@ Status S3Client::perform(const Request& request, S3Response& response, Clock::ti
   if (credentials_) {
     // This request's signer: a swap by the provider does not change it.
     const std::shared_ptr<const SigV4Signer> signer = credentials_->signer();
+    *signedWith = signer;
     SigningRequest sr;
     sr.method = request.method;
     sr.host = host;
@@ -279,7 +280,8 @@ Status S3Client::execute(const Request& req, std::optional<S3Response>& response
   for (unsigned attempt = 1;; ++attempt) {
     response.emplace(req.sink);
     int curlCode = 0;
-    Status s = perform(req, *response, deadline, &curlCode);
+    std::shared_ptr<const SigV4Signer> signedWith;
+    Status s = perform(req, *response, deadline, &curlCode, &signedWith);
     if (s.isOk()) s = check(*response);
     if (s.isOk()) return s;
     const std::string code = curlCode == 0 ? response->errorCode() : "";
@@ -289,8 +291,13 @@ Status S3Client::execute(const Request& req, std::optional<S3Response>& response
     const RetryPolicy::Verdict verdict = RetryPolicy::classify(outcome);
     std::optional<std::chrono::milliseconds> delay;
     if (verdict == RetryPolicy::Verdict::kReloadCredentials) {
-      // Expired keys: the file again, once, and only new keys are worth a retry.
-      if (!reloaded && credentials_ && credentials_->reloadNow()) delay.emplace(0);
+      // Expired keys: the file again, once, and only keys other than this
+      // attempt's are worth a retry (the periodic check may have put them in
+      // place while it was in flight).
+      if (!reloaded && credentials_) {
+        credentials_->reloadNow();
+        if (credentials_->signer() != signedWith) delay.emplace(0);
+      }
       reloaded = true;
     } else if (verdict == RetryPolicy::Verdict::kRetry) {
       const auto left =

@@ -164,8 +164,9 @@ class S3Client {
   // One attempt on a pooled handle: signs, sends, fills `response`, within
   // `deadline`. A transport failure is the returned Status (its CURLcode in
   // *curlCode); an HTTP error status is left in `response` for `check`.
+  // *signedWith: the signer of this attempt (null: unsigned).
   cache::Status perform(const Request& request, S3Response& response, Clock::time_point deadline,
-                        int* curlCode);
+                        int* curlCode, std::shared_ptr<const SigV4Signer>* signedWith);
   // The Status of a response other than 200 (S3's error, or an unexpected success).
   cache::Status statusOf(const Request& request, const S3Response& response) const;
   // Every page of one listing (no delimiter unless given), into `out`.

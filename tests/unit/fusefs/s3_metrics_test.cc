@@ -30,13 +30,12 @@ TEST(S3Metrics, StatsAndPrometheusReadTheLiveCounters) {
   EXPECT_EQ(s3["credential_reloads"], 1);
   EXPECT_EQ(s3["get_latency_us"]["p50"], 2048);
   const std::string text = registry.prometheus({{"mountpoint", "/mnt"}});
-  for (const char* sample :
-       {"epochfs_s3_requests_total{mountpoint=\"/mnt\",method=\"get\"} 7",
-        "epochfs_s3_retries_total{mountpoint=\"/mnt\"} 3",
-        "epochfs_s3_slowdowns_total{mountpoint=\"/mnt\"} 2",
-        "epochfs_s3_timeouts_total{mountpoint=\"/mnt\"} 1",
-        "epochfs_s3_credential_reloads_total{mountpoint=\"/mnt\"} 1",
-        "epochfs_s3_get_latency_seconds_count{mountpoint=\"/mnt\"} 1"}) {
+  for (const char* sample : {"epochfs_s3_requests_total{mountpoint=\"/mnt\",method=\"get\"} 7",
+                             "epochfs_s3_retries_total{mountpoint=\"/mnt\"} 3",
+                             "epochfs_s3_slowdowns_total{mountpoint=\"/mnt\"} 2",
+                             "epochfs_s3_timeouts_total{mountpoint=\"/mnt\"} 1",
+                             "epochfs_s3_credential_reloads_total{mountpoint=\"/mnt\"} 1",
+                             "epochfs_s3_get_latency_seconds_count{mountpoint=\"/mnt\"} 1"}) {
     EXPECT_NE(text.find(sample), std::string::npos) << sample << "\n" << text;
   }
 }

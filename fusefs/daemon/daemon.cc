@@ -1,6 +1,5 @@
 #include "fusefs/daemon/daemon.h"
 
-#include <dirent.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -67,31 +66,6 @@ MountConfig adminConfig(const MountOptions& o) {
 }
 
 }  // namespace
-
-Status checkMountable(const MountOptions& o) {
-  if (access("/dev/fuse", R_OK | W_OK) != 0) {
-    return Status::unavailable("/dev/fuse is not available (is the fuse module loaded?)");
-  }
-  for (const MountEntry& m : MountTable::read()) {
-    if (m.mountPoint == o.mountpoint) {
-      return Status::unavailable("mountpoint " + o.mountpoint + " is already mounted");
-    }
-  }
-  if (!o.nonempty) {
-    DIR* d = opendir(o.mountpoint.c_str());
-    if (d == nullptr) return Status::fromErrno(errno, "cannot open mountpoint " + o.mountpoint);
-    bool empty = true;
-    while (struct dirent* de = readdir(d)) {
-      if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) empty = false;
-    }
-    closedir(d);
-    if (!empty) {
-      return Status::invalidArgument("mountpoint " + o.mountpoint +
-                                     " is not empty (use -o nonempty to mount over it)");
-    }
-  }
-  return Status::ok();
-}
 
 Daemon::Daemon(MountOptions options) : options_(std::move(options)) {}
 

@@ -141,8 +141,4 @@ class Daemon {
   std::unique_ptr<MetricsHttpServer> metricsHttp_;  // --metrics-port
 };
 
-// Refuses a mount that cannot work, with a one-line reason: no /dev/fuse, the
-// mountpoint already mounted, or not empty (unless options.nonempty).
-cache::Status checkMountable(const MountOptions& options);
-
 }  // namespace epochfs::fusefs

@@ -25,6 +25,7 @@
 #include "fusefs/daemon/daemon.h"
 #include "fusefs/daemon/memory_limit.h"
 #include "fusefs/daemon/mount_options.h"
+#include "fusefs/daemon/mountpoint_check.h"
 #include "fusefs/daemon/supervisor.h"
 #include "fusefs/daemon/supervisor_link.h"
 #include "fusefs/libfuse_log.h"

@@ -10,11 +10,13 @@ import configparser
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import unittest
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -401,3 +403,24 @@ def digest(data):
 def make_tmp(kind):
     # The pid in the name lets tools/test tell a live run's mount from a stale one.
     return tempfile.mkdtemp(prefix="epochfs-s3-%s-%d-" % (kind, os.getpid()))
+
+
+class MountTest(unittest.TestCase):
+    """What the mount tests share; their setUpClass sets cls.mnt (the mountpoint), cls.tmp (the
+    test's directory, the mountpoint inside it) and cls.log (the daemon's log file)."""
+
+    @classmethod
+    def remove_mount(cls):
+        """Unmounts and removes cls.tmp; False, keeping it, when the mount would not go (never
+        delete through a live mount)."""
+        if not unmount(cls.mnt):
+            print("could not unmount %s" % cls.mnt, file=sys.stderr)
+            return False
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        return True
+
+    def fail_with_log(self, msg):
+        self.fail("%s\n--- epochfs log (tail):\n%s" % (msg, tail(self.log)))
+
+    def path(self, rel):
+        return os.path.join(self.mnt, rel)

@@ -30,9 +30,7 @@ import errno
 import json
 import os
 import random
-import shutil
 import sys
-import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -75,7 +73,7 @@ def keys():
     return ["s/%03d.bin" % i for i in range(SMALL)] + ["m/%02d.bin" % i for i in range(MEDIUM)]
 
 
-class S3Changes(unittest.TestCase):
+class S3Changes(sup.MountTest):
     @classmethod
     def setUpClass(cls):
         sup.scrub_environ()
@@ -113,16 +111,7 @@ class S3Changes(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.s3.close()
-        if not sup.unmount(cls.mnt):
-            print("could not unmount %s" % cls.mnt, file=sys.stderr)
-            return  # never delete through a live mount
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def fail_with_log(self, msg):
-        self.fail("%s\n--- epochfs log (tail):\n%s" % (msg, sup.tail(self.log)))
-
-    def path(self, rel):
-        return os.path.join(self.mnt, rel)
+        cls.remove_mount()
 
     def listed(self, rel):
         try:

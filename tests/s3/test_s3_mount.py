@@ -36,7 +36,6 @@ import shutil
 import stat
 import sys
 import time
-import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -94,7 +93,7 @@ def collate_list(batch):
     return batch
 
 
-class S3Mount(unittest.TestCase):
+class S3Mount(sup.MountTest):
     @classmethod
     def setUpClass(cls):
         sup.scrub_environ()
@@ -186,9 +185,6 @@ class S3Mount(unittest.TestCase):
             print("log kept in %s" % cls.log)
             return
         shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def fail_with_log(self, msg):
-        self.fail("%s\n--- epochfs log (tail):\n%s" % (msg, sup.tail(self.log)))
 
     def settled_counters(self, quiet=1.0, limit=15.0):
         """rgw's counters once they have not moved for `quiet` seconds (requests the prefetcher

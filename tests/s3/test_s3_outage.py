@@ -22,7 +22,6 @@ without it, and the 30-s bound holds for its defaults).
 import json
 import os
 import random
-import shutil
 import sys
 import time
 import unittest
@@ -46,7 +45,7 @@ def body(i):
     return rng.randbytes(rng.randrange(100_000, 3 * MiB // 2))
 
 
-class S3Outage(unittest.TestCase):
+class S3Outage(sup.MountTest):
     @classmethod
     def setUpClass(cls):
         sup.scrub_environ()
@@ -86,16 +85,7 @@ class S3Outage(unittest.TestCase):
         if cls.gateway_down:  # the fixture is shared: rgw comes back whatever happened
             sup.gateway("start-gateway", cls.fx.dir)
             cls.gateway_down = False
-        if not sup.unmount(cls.mnt):
-            print("could not unmount %s" % cls.mnt, file=sys.stderr)
-            return  # never delete through a live mount
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def fail_with_log(self, msg):
-        self.fail("%s\n--- epochfs log (tail):\n%s" % (msg, sup.tail(self.log)))
-
-    def path(self, rel):
-        return os.path.join(self.mnt, rel)
+        cls.remove_mount()
 
     def wrong(self, rels):
         """The files among `rels` whose bytes through the mount are not the uploaded ones."""

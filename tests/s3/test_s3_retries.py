@@ -25,11 +25,8 @@ Exit 77 (skipped) without the fixture, boto3, /dev/fuse or an epochfs with --s3-
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
-import time
-import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -58,7 +55,7 @@ def write_credentials(path, key_id, secret):
     os.replace(tmp, path)
 
 
-class S3Retries(unittest.TestCase):
+class S3Retries(sup.MountTest):
     @classmethod
     def setUpClass(cls):
         sup.scrub_environ()
@@ -92,13 +89,7 @@ class S3Retries(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.proxy.stop()
-        if not sup.unmount(cls.mnt):
-            print("could not unmount %s" % cls.mnt, file=sys.stderr)
-            return  # never delete through a live mount
-        shutil.rmtree(cls.tmp, ignore_errors=True)
-
-    def fail_with_log(self, msg):
-        self.fail("%s\n--- epochfs log (tail):\n%s" % (msg, sup.tail(self.log)))
+        cls.remove_mount()
 
     def next_unread(self):
         return type(self).unread.pop()

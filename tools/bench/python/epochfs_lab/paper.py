@@ -182,7 +182,7 @@ def _epoch(lab, ranks, counters, dataset, files, sampler, ranks_per_node, world,
     else:
         per_rank = [distributed_indices(n, r, world, seed, e) for r in range(world)]
     lab_workload.drop_caches()
-    counters.opens.take()
+    counters.begin()
     cpu = CpuBusy()
     cpu.start()
     memory = MemoryWatch(lab)

@@ -376,8 +376,15 @@ uint64_t DatasetNamespace::computeFingerprint(bool withVersions) const {
   return h;
 }
 
+const std::vector<uint32_t>& DatasetNamespace::children(Ino dir) const {
+  if (const auto* slot = growth_->childLists.find(dir - 1)) {
+    if (const std::vector<uint32_t>* grown = slot->load(std::memory_order_acquire)) return *grown;
+  }
+  return node(dir).children;
+}
+
 DatasetNamespace::Ino DatasetNamespace::lookup(Ino parent, std::string_view name) const {
-  const auto& kids = nodes_[parent - 1].children;
+  const auto& kids = children(parent);
   auto it =
       std::lower_bound(kids.begin(), kids.end(), name,
                        [this](uint32_t ino, std::string_view n) { return this->name(ino) < n; });
@@ -386,24 +393,35 @@ DatasetNamespace::Ino DatasetNamespace::lookup(Ino parent, std::string_view name
 }
 
 std::string_view DatasetNamespace::name(Ino ino) const {
-  const Node& n = nodes_[ino - 1];
+  const Node& n = node(ino);
   return std::string_view(n.path).substr(n.nameOffset);
 }
 
 NodeAttr DatasetNamespace::attr(Ino ino) const {
   std::lock_guard<std::mutex> lock(stripe(ino));
-  return nodes_[ino - 1].attr;
+  return node(ino).attr;
 }
 
 void DatasetNamespace::setAttr(Ino ino, const NodeAttr& a) {
   std::lock_guard<std::mutex> lock(stripe(ino));
-  nodes_[ino - 1].attr = a;
+  NodeAttr& old = mutableNode(ino).attr;
+  // Unsigned arithmetic: a decrease wraps, and the sum with the base is right.
+  auto counted = [](const NodeAttr& x, bool dir) -> uint64_t {
+    return !x.gone && (dir ? S_ISDIR(x.mode) : S_ISREG(x.mode)) ? 1 : 0;
+  };
+  auto bytes = [&](const NodeAttr& x) { return counted(x, false) * x.size; };
+  if (ino != kRootIno) {
+    growth_->files.fetch_add(counted(a, false) - counted(old, false), std::memory_order_relaxed);
+    growth_->dirs.fetch_add(counted(a, true) - counted(old, true), std::memory_order_relaxed);
+    growth_->bytes.fetch_add(bytes(a) - bytes(old), std::memory_order_relaxed);
+  }
+  old = a;
 }
 
 cache::FileIdentity DatasetNamespace::identity(Ino ino) const {
   NodeAttr a = attr(ino);
   cache::FileIdentity id;
-  id.fileId = nodes_[ino - 1].fileId;
+  id.fileId = node(ino).fileId;
   id.size = a.size;
   id.mtimeNs = a.mtimeNs;
   id.ctimeNs = a.ctimeNs;

@@ -38,14 +38,16 @@ FuseServer::FuseServer(const Config& config, DatasetNamespace& ns, cache::ChunkC
                        cache::Source& source, prefetch::Prefetcher* prefetcher)
     : config_(config), ns_(ns), cache_(cache), source_(source), prefetcher_(prefetcher) {
   if (prefetcher_ != nullptr && config_.readAheadChunks > 0) {
-    lastChunk_.reset(new std::atomic<uint32_t>[ns_.nodeCount() + 1]());
-    readAheadTo_.reset(new std::atomic<uint32_t>[ns_.nodeCount() + 1]());
+    lastChunk_ = std::make_unique<PerInode<uint32_t>>();
+    readAheadTo_ = std::make_unique<PerInode<uint32_t>>();
   }
   if (config_.revalidateSeconds > 0) {
-    checkedAt_.reset(new std::atomic<int64_t>[ns_.nodeCount() + 1]);
-    stalePages_.reset(new std::atomic<bool>[ns_.nodeCount() + 1]());
+    checkedAt_ = std::make_unique<PerInode<int64_t>>();
+    stalePages_ = std::make_unique<PerInode<bool>>();
+    // The snapshot's entries were just seen; one a refresh adds is checked at
+    // its first use.
     const int64_t now = cache::steadyNowNs();
-    for (size_t i = 0; i <= ns_.nodeCount(); ++i) checkedAt_[i].store(now);
+    for (size_t i = 0; i <= ns_.nodeCount(); ++i) checkedAt_->at(i).store(now);
     invalThread_ = std::thread([this] { invalidationLoop(); });
   }
 }
@@ -216,8 +218,8 @@ bool FuseServer::revalidate(fuse_ino_t ino) {
   if (config_.revalidateSeconds == 0 || ino == DatasetNamespace::kRootIno) return false;
   const int64_t now = cache::steadyNowNs();
   const int64_t age = int64_t{config_.revalidateSeconds} * 1000000000;
-  if (now - checkedAt_[ino].load(std::memory_order_relaxed) < age) return false;
-  checkedAt_[ino].store(now, std::memory_order_relaxed);
+  if (now - checkedAt_->at(ino).load(std::memory_order_relaxed) < age) return false;
+  checkedAt_->at(ino).store(now, std::memory_order_relaxed);
 
   NodeAttr old = ns_.attr(ino);
   NodeAttr fresh = old;
@@ -237,7 +239,7 @@ bool FuseServer::revalidate(fuse_ino_t ino) {
   ns_.setAttr(ino, fresh);
   if (S_ISREG(old.mode)) {
     cache_.invalidate(oldId);
-    stalePages_[ino].store(true, std::memory_order_release);
+    stalePages_->at(ino).store(true, std::memory_order_release);
     std::lock_guard<std::mutex> lock(invalMu_);
     invalQueue_.push_back(ino);
     invalCv_.notify_one();
@@ -256,6 +258,16 @@ void FuseServer::invalidationLoop() {
     if (session_ != nullptr) fuse_lowlevel_notify_inval_inode(session_, ino, 0, 0);
     lock.lock();
   }
+}
+
+void FuseServer::dropKernelEntries(const std::vector<std::pair<fuse_ino_t, std::string>>& gone,
+                                   const std::vector<fuse_ino_t>& stale) {
+  if (session_ == nullptr) return;
+  // ENOENT (nothing cached) is the common answer: nothing to do then.
+  for (const auto& [parent, name] : gone) {
+    fuse_lowlevel_notify_inval_entry(session_, parent, name.data(), name.size());
+  }
+  for (fuse_ino_t ino : stale) fuse_lowlevel_notify_inval_inode(session_, ino, 0, 0);
 }
 
 void FuseServer::onLookup(FuseReply& reply, fuse_ino_t parent, const char* name) {
@@ -301,7 +313,7 @@ void FuseServer::onOpen(FuseReply& reply, fuse_ino_t ino, fuse_file_info* fi) {
   // always asks the kernel to drop them (keep_cache = 0 does, synchronously).
   const bool changed = revalidate(ino);
   const bool dropPages =
-      changed || (stalePages_ && stalePages_[ino].exchange(false, std::memory_order_acq_rel));
+      changed || (stalePages_ && stalePages_->at(ino).exchange(false, std::memory_order_acq_rel));
   if (ns_.attr(ino).gone) return (void)reply.err(ENOENT);
   if (prefetcher_ != nullptr && S_ISREG(ns_.attr(ino).mode)) prefetcher_->onOpen(ns_.fileId(ino));
   // Pin this open to the version it saw: its reads never mix versions.
@@ -389,13 +401,13 @@ void FuseServer::maybeReadAhead(fuse_ino_t ino, const cache::FileIdentity& id, u
                                 uint32_t last) {
   // Sequential: this read starts in the chunk where the previous one ended,
   // or the next one (concurrent readers of one file make this approximate).
-  const uint32_t prev = lastChunk_[ino].exchange(last + 1, std::memory_order_relaxed);
+  const uint32_t prev = lastChunk_->at(ino).exchange(last + 1, std::memory_order_relaxed);
   if (first != 0 && first + 1 != prev && first != prev) return;
   const uint32_t target = last + 1 + config_.readAheadChunks;
-  uint32_t from = std::max(readAheadTo_[ino].load(std::memory_order_relaxed), last + 1);
+  uint32_t from = std::max(readAheadTo_->at(ino).load(std::memory_order_relaxed), last + 1);
   if (first == 0) from = last + 1;  // a new pass over the file
   if (from >= target) return;
-  readAheadTo_[ino].store(target, std::memory_order_relaxed);
+  readAheadTo_->at(ino).store(target, std::memory_order_relaxed);
   prefetcher_->readAhead(ns_.path(ino), id, from, target - from);
 }
 

@@ -25,12 +25,14 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cache/chunk_cache.h"
 #include "cache/source.h"
 #include "fusefs/dataset_namespace.h"
 #include "fusefs/fuse_reply.h"
+#include "fusefs/segmented_array.h"
 #include "prefetch/prefetcher.h"
 
 namespace epochfs::fusefs {
@@ -86,10 +88,16 @@ class FuseServer {
   // The session, for kernel notifications from other threads (valid from
   // mount() until this server is destroyed).
   fuse_session* session() const { return session_; }
+  // After a refresh: the kernel forgets its dentries of `gone` (directory,
+  // name) pairs, and the attributes, pages and listings it cached of
+  // `stale` inodes, so new entries show, gone ones stop showing and changed
+  // files are read afresh. Call from outside a FUSE request.
+  void dropKernelEntries(const std::vector<std::pair<fuse_ino_t, std::string>>& gone,
+                         const std::vector<fuse_ino_t>& stale);
   // --revalidate mode: true (once) when `ino` changed and the kernel may still
   // hold its old pages; the caller must drop them before pushing new ones.
   bool takeStalePages(fuse_ino_t ino) {
-    return stalePages_ && stalePages_[ino].exchange(false, std::memory_order_acq_rel);
+    return stalePages_ && stalePages_->at(ino).exchange(false, std::memory_order_acq_rel);
   }
 
   // Callbacks (public for the ops table and the unit tests): each replies
@@ -144,14 +152,17 @@ class FuseServer {
   std::mutex opensMu_;
   std::unordered_map<uint64_t, cache::FileIdentity> opens_;
   uint64_t nextFh_ = 0;
+  // Per-inode state, by inode number: it grows with the namespace (a refresh adds inodes).
+  template <class T>
+  using PerInode = SegmentedArray<std::atomic<T>>;
   // --revalidate mode only: steady-clock ns of each inode's last source check.
-  std::unique_ptr<std::atomic<int64_t>[]> checkedAt_;
+  std::unique_ptr<PerInode<int64_t>> checkedAt_;
   // --revalidate mode only: the file changed and no open has made the kernel
   // drop its old pages yet.
-  std::unique_ptr<std::atomic<bool>[]> stalePages_;
+  std::unique_ptr<PerInode<bool>> stalePages_;
   // Per inode: the last chunk read + 1, and how far read-ahead was issued.
-  std::unique_ptr<std::atomic<uint32_t>[]> lastChunk_;
-  std::unique_ptr<std::atomic<uint32_t>[]> readAheadTo_;
+  std::unique_ptr<PerInode<uint32_t>> lastChunk_;
+  std::unique_ptr<PerInode<uint32_t>> readAheadTo_;
   // Kernel page invalidations run on their own thread, never inside a request.
   std::mutex invalMu_;
   std::condition_variable invalCv_;

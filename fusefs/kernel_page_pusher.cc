@@ -9,12 +9,9 @@
 
 namespace epochfs::fusefs {
 
-KernelPagePusher::KernelPagePusher(FuseServer& fuse, const DatasetNamespace& ns)
-    : fuse_(fuse), ns_(ns) {
-  for (DatasetNamespace::Ino ino = 1; ino <= ns_.nodeCount(); ++ino) {
-    if (S_ISREG(ns_.attr(ino).mode)) inoById_.emplace(ns_.fileId(ino), ino);
-  }
-}
+KernelPagePusher::KernelPagePusher(FuseServer& fuse, const DatasetNamespace& ns,
+                                   const FileIndex& files)
+    : fuse_(fuse), ns_(ns), files_(files) {}
 
 void KernelPagePusher::close() {
   std::unique_lock<std::shared_mutex> lock(mu_);
@@ -26,9 +23,8 @@ prefetch::PagePusher::Outcome KernelPagePusher::push(const cache::FileIdentity& 
   std::shared_lock<std::shared_mutex> lock(mu_);
   fuse_session* se = fuse_.session();
   if (closed_ || se == nullptr) return Outcome::kSkipped;
-  auto it = inoById_.find(id.fileId);
-  if (it == inoById_.end()) return Outcome::kSkipped;
-  const DatasetNamespace::Ino ino = it->second;
+  const DatasetNamespace::Ino ino = files_.find(id.fileId);
+  if (ino == 0) return Outcome::kSkipped;
   if (!(ns_.identity(ino) == id)) return Outcome::kSkipped;  // changed in the source
   // A changed file's old pages may still be in the kernel (the first open
   // after the change would drop them, and with it what we push now): drop

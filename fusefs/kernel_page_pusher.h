@@ -13,9 +13,9 @@
 #pragma once
 
 #include <shared_mutex>
-#include <unordered_map>
 
 #include "fusefs/dataset_namespace.h"
+#include "fusefs/file_index.h"
 #include "fusefs/fuse_server.h"
 #include "prefetch/page_pusher.h"
 
@@ -24,7 +24,7 @@ namespace epochfs::fusefs {
 class KernelPagePusher : public prefetch::PagePusher {
  public:
   // `fuse` must be mounted (its session exists).
-  KernelPagePusher(FuseServer& fuse, const DatasetNamespace& ns);
+  KernelPagePusher(FuseServer& fuse, const DatasetNamespace& ns, const FileIndex& files);
 
   Outcome push(const cache::FileIdentity& id, const std::vector<cache::ChunkRef>& chunks) override;
 
@@ -35,7 +35,7 @@ class KernelPagePusher : public prefetch::PagePusher {
  private:
   FuseServer& fuse_;
   const DatasetNamespace& ns_;
-  std::unordered_map<uint64_t, DatasetNamespace::Ino> inoById_;  // regular files of the snapshot
+  const FileIndex& files_;
   std::shared_mutex mu_;  // shared: a push in progress; exclusive: close()
   bool closed_ = false;
 };

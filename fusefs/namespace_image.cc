@@ -97,24 +97,28 @@ Status corrupt(const std::string& what) { return Status::corruption("namespace i
 
 std::string NamespaceImage::encode(const DatasetNamespace& ns,
                                    const std::vector<ImageVersion>* versions) {
+  const auto noGraft = ns.holdGrowth();  // the nodes and child lists stay as counted here
+  const size_t count = ns.nodeCount();
+  const bool explicitChildren = !ns.numberedBreadthFirst();
   std::string out;
-  out.reserve(kHeaderSize + 32 + ns.nodeCount() * (kNodeFixedBytes + 16) +
+  out.reserve(kHeaderSize + 32 + count * (kNodeFixedBytes + 16) +
               (versions ? versions->size() * kVersionBytes + 8 : 0));
   Writer w(out);
   out.append(kMagic, sizeof kMagic);
   w.u32(kVersion);
-  w.u32(versions != nullptr ? kHasVersions : 0);
-  w.u64(ns.nodeCount());
+  w.u32((versions != nullptr ? kHasVersions : 0) | (explicitChildren ? kExplicitChildren : 0));
+  w.u64(count);
   w.u64(0);  // payload size, below
   w.u64(0);  // checksum, below
   w.u64(ns.fileCount());
   w.u64(ns.dirCount());
   w.u64(ns.totalBytes());
   w.u64(ns.fingerprint());
-  for (DatasetNamespace::Ino ino = 1; ino <= ns.nodeCount(); ++ino) {
+  for (DatasetNamespace::Ino ino = 1; ino <= count; ++ino) {
     const NodeAttr a = ns.attr(ino);
+    const std::vector<uint32_t>& kids = ns.children(ino);
     w.u32(ino == DatasetNamespace::kRootIno ? 0 : static_cast<uint32_t>(ns.parentOf(ino)));
-    w.u32(static_cast<uint32_t>(ns.children(ino).size()));
+    w.u32(static_cast<uint32_t>(kids.size()));
     w.str(ns.name(ino));
     w.str(ns.symlinkTarget(ino));
     w.u64(ns.fileId(ino));
@@ -129,6 +133,9 @@ std::string NamespaceImage::encode(const DatasetNamespace& ns,
     w.u64(static_cast<uint64_t>(a.mtimeNs));
     w.u64(static_cast<uint64_t>(a.ctimeNs));
     w.u8(a.gone ? 1 : 0);
+    if (explicitChildren) {
+      for (uint32_t kid : kids) w.u32(kid);
+    }
   }
   if (versions != nullptr) {
     w.u64(versions->size());
@@ -170,19 +177,22 @@ Result<DecodedNamespace> NamespaceImage::decode(std::string_view bytes) {
     return corrupt("payload of " + std::to_string(bytes.size() - kHeaderSize) +
                    " bytes, the header says " + std::to_string(payloadSize));
   }
-  if ((flags & ~kHasVersions) != 0) return corrupt("unknown flags");
+  if ((flags & ~(kHasVersions | kExplicitChildren)) != 0) return corrupt("unknown flags");
+  const bool explicitChildren = (flags & kExplicitChildren) != 0;
   Reader r(bytes.substr(kHeaderSize));
   if (nodeCount == 0 || nodeCount >= UINT32_MAX ||
       nodeCount > (r.remaining() - std::min<size_t>(r.remaining(), 32)) / kNodeFixedBytes) {
     return corrupt("node count " + std::to_string(nodeCount) + " does not fit the payload");
   }
   DatasetNamespace ns;
+  ns.grafted_ = explicitChildren;
   ns.files_ = r.u64();
   ns.dirs_ = r.u64();
   ns.bytes_ = r.u64();
   ns.fingerprint_ = r.u64();
   ns.nodes_.resize(nodeCount);
-  // The children of each node are the next unassigned inodes (breadth-first).
+  // The children of each node are the next unassigned inodes (breadth-first),
+  // or listed (kExplicitChildren): each after its parent, claimed once.
   std::vector<uint32_t> expectedParent(nodeCount + 1, 0);
   uint64_t next = 2;
   for (uint64_t i = 0; i < nodeCount; ++i) {
@@ -212,7 +222,15 @@ Result<DecodedNamespace> NamespaceImage::decode(std::string_view bytes) {
       if (n.parent != 0 || !name.empty()) return corrupt("bad root node");
       if (!S_ISDIR(a.mode)) return corrupt("the root is not a directory");
     } else {
-      if (ino >= next) return corrupt("node " + std::to_string(ino) + " has no parent");
+      // A gone entry a graft replaced (one of the same name took its place)
+      // is in no child list: it keeps naming its parent, an earlier directory.
+      const bool replaced = explicitChildren && expectedParent[ino] == 0 && a.gone &&
+                            n.parent >= 1 && n.parent < ino &&
+                            S_ISDIR(ns.nodes_[n.parent - 1].attr.mode);
+      if (replaced) expectedParent[ino] = n.parent;
+      if ((explicitChildren ? expectedParent[ino] == 0 : ino >= next)) {
+        return corrupt("node " + std::to_string(ino) + " has no parent");
+      }
       if (n.parent != expectedParent[ino]) {
         return corrupt("node " + std::to_string(ino) + " names parent " + std::to_string(n.parent) +
                        ", its place says " + std::to_string(expectedParent[ino]));
@@ -228,13 +246,22 @@ Result<DecodedNamespace> NamespaceImage::decode(std::string_view bytes) {
     if (kids > 0) {
       if (!S_ISDIR(a.mode))
         return corrupt("non-directory node " + std::to_string(ino) + " has children");
-      if (kids > nodeCount + 1 - next) {
+      if (kids > nodeCount - ino) {
+        return corrupt("node " + std::to_string(ino) + "'s children are out of range");
+      }
+      if (!explicitChildren && kids > nodeCount + 1 - next) {
         return corrupt("node " + std::to_string(ino) + "'s children are out of range");
       }
       n.children.resize(kids);
       for (uint32_t k = 0; k < kids; ++k) {
-        n.children[k] = static_cast<uint32_t>(next);
-        expectedParent[next++] = ino;
+        const uint64_t kid = explicitChildren ? r.u32() : next++;
+        if (r.failed()) return corrupt("truncated at node " + std::to_string(ino));
+        if (kid <= ino || kid > nodeCount || expectedParent[kid] != 0) {
+          return corrupt("node " + std::to_string(ino) + " lists a bad child " +
+                         std::to_string(kid));
+        }
+        n.children[k] = static_cast<uint32_t>(kid);
+        expectedParent[kid] = ino;
       }
     }
   }

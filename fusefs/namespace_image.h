@@ -13,12 +13,16 @@
 //   payload: u64 files, dirs, bytes, fingerprint; then per node in inode
 //     order: u32 parent (0 for the root), u32 child count, u32 name length,
 //     name, u32 target length, target, u64 file id, u32 mode, uid, gid, nlink,
-//     u64 size, sourceIno, rdev, i64 atime, mtime, ctime (ns), u8 gone;
+//     u64 size, sourceIno, rdev, i64 atime, mtime, ctime (ns), u8 gone, and
+//     with flag kExplicitChildren the children's u32 inode numbers;
 //     then, with flag kHasVersions, u64 count and per entry u64 file id,
 //     u8 kind, u32 parts, 16 bytes (an object store's ETags, opaque here).
-// Names are stored once (a path is its parent's path + "/" + name). The
-// inodes are numbered breadth-first, so a node's children are the next
-// `child count` unassigned inodes: decode checks that each names it as parent.
+// Names are stored once (a path is its parent's path + "/" + name). A
+// snapshot's inodes are numbered breadth-first, so a node's children are the
+// next `child count` unassigned inodes; a namespace a refresh grew
+// (DatasetNamespace::graft) is not, and lists its children
+// (kExplicitChildren). Either way every node comes after its parent, and
+// decode checks that each child is claimed once and names its parent.
 // Decode is defensive (fuzzed: tests/fuzz/namespace_image_fuzzer.cc): any
 // malformed input is a kCorruption Status, and no allocation exceeds what the
 // input's size can hold.
@@ -57,7 +61,8 @@ class NamespaceImage {
  public:
   static constexpr char kMagic[8] = {'E', 'P', 'O', 'C', 'H', 'N', 'S', '\0'};
   static constexpr uint32_t kVersion = 1;
-  static constexpr uint32_t kHasVersions = 1;  // flags
+  static constexpr uint32_t kHasVersions = 1;       // flags
+  static constexpr uint32_t kExplicitChildren = 2;  // flags
   static constexpr size_t kHeaderSize = 40;
 
   static std::string encode(const DatasetNamespace& ns,

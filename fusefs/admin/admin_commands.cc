@@ -88,7 +88,7 @@ Status AdminCommands::registerAll(AdminServer& server) {
                 {"removed_paths", paths(r->removedPaths)},
                 {"changed_paths", paths(r->changedPaths)},
                 {"truncated", r->truncated},
-                {"remount_needed", r->added > 0},
+                {"remount_needed", r->notAdded > 0},
                 {"seconds", r->seconds}};
   });
   server.handle(admin::kCmdUnmount, [this](const json&, AdminSession& s) {

@@ -90,7 +90,7 @@ struct MountState {
   // restarted worker's, from its supervisor).
   std::string namespaceSource;
   // Called after a refresh changed the live namespace; unset: nothing.
-  std::function<void()> namespaceUpdated;
+  NamespaceRefresher::Changed namespaceUpdated;
   // Ends the mount through the daemon's normal stop path (`restart`: the
   // supervisor starts the binary on disk again); unset: unmount is refused.
   std::function<void(bool restart)> stop;

@@ -299,7 +299,7 @@ Status declareMountMetrics(MetricRegistry& registry, const MountMetricSources& s
     [snapshotSeconds] { return snapshotSeconds; });
   d(
       "status.dataset.pending_additions", kGauge, "entries",
-      "Entries added to the source that only a remount shows (as of the last refresh).",
+      "Entries the last refresh found in the source but could not add (only a remount shows them).",
       [&refresher] { return refresher.pendingAdditions(); }, "epochfs_dataset_pending_additions");
 
   // stats: FUSE reads

@@ -9,7 +9,7 @@ namespace epochfs::fusefs {
 using Ino = DatasetNamespace::Ino;
 
 NamespaceRefresher::NamespaceRefresher(DatasetNamespace& live, cache::ChunkCache& cache,
-                                       Snapshot snapshot, std::function<void()> changed)
+                                       Snapshot snapshot, Changed changed)
     : live_(live), cache_(cache), snapshot_(std::move(snapshot)), changed_(std::move(changed)) {}
 
 void NamespaceRefresher::list(std::vector<std::string>& v, const std::string& path,
@@ -61,6 +61,8 @@ void NamespaceRefresher::compareDirs(const DatasetNamespace& fresh, Ino oldDir, 
                                      RefreshReport& r) {
   const auto& olds = live_.children(oldDir);
   const auto& news = fresh.children(newDir);
+  std::vector<Ino> added;  // entries of `newDir` the live directory lacks, in name order
+  bool entriesChanged = false;
   size_t i = 0, j = 0;
   while (i < olds.size() || j < news.size()) {
     const int cmp = i == olds.size()   ? 1
@@ -70,6 +72,8 @@ void NamespaceRefresher::compareDirs(const DatasetNamespace& fresh, Ino oldDir, 
       const Ino o = olds[i++];
       if (!live_.attr(o).gone) {
         list(r.removedPaths, live_.path(o), r);
+        r.goneEntries.emplace_back(oldDir, live_.name(o));
+        entriesChanged = true;
         markGone(o, r);
       }
       continue;
@@ -78,6 +82,7 @@ void NamespaceRefresher::compareDirs(const DatasetNamespace& fresh, Ino oldDir, 
       const Ino n = news[j++];
       r.added += subtreeSize(fresh, n);
       list(r.addedPaths, fresh.path(n), r);
+      added.push_back(n);
       continue;
     }
     const Ino o = olds[i++], n = news[j++];
@@ -90,13 +95,16 @@ void NamespaceRefresher::compareDirs(const DatasetNamespace& fresh, Ino oldDir, 
         list(r.removedPaths, live_.path(o), r);
         markGone(o, r);
       }
+      r.goneEntries.emplace_back(oldDir, live_.name(o));  // the name will be a new inode
       r.added += subtreeSize(fresh, n);
       list(r.addedPaths, fresh.path(n), r);
+      added.push_back(n);
       continue;
     }
     const bool content = oa.size != na.size || oa.mtimeNs != na.mtimeNs ||
                          oa.ctimeNs != na.ctimeNs || oa.sourceIno != na.sourceIno;
     const bool access = oa.mode != na.mode || oa.uid != na.uid || oa.gid != na.gid;
+    if (oa.gone) entriesChanged = true;  // back in the source
     if (oa.gone || content || access) {
       if (S_ISREG(oa.mode) && !oa.gone && content) {
         cache_.invalidate(live_.identity(o));
@@ -104,6 +112,7 @@ void NamespaceRefresher::compareDirs(const DatasetNamespace& fresh, Ino oldDir, 
       }
       live_.setAttr(o, na);  // na.gone is false
       touched_ = true;
+      if (!S_ISDIR(na.mode)) r.staleInodes.push_back(o);
       // A directory's times change with its entries: only its own mode/owner
       // (or its return) counts as a change.
       if (!S_ISDIR(na.mode) || access || oa.gone) {
@@ -113,6 +122,19 @@ void NamespaceRefresher::compareDirs(const DatasetNamespace& fresh, Ino oldDir, 
     }
     if (S_ISDIR(na.mode)) compareDirs(fresh, o, n, r);
   }
+  if (entriesChanged || !added.empty()) r.staleInodes.push_back(oldDir);
+  if (added.empty()) return;
+  uint64_t entries = 0;
+  for (Ino n : added) entries += subtreeSize(fresh, n);
+  auto files = live_.graft(oldDir, fresh, added);
+  if (!files.isOk()) {  // nothing of this directory's additions was added
+    spdlog::warn("refresh: cannot add {} entries under '{}': {}", entries, live_.path(oldDir),
+                 files.status().message());
+    r.notAdded += entries;
+    return;
+  }
+  touched_ = true;
+  r.addedFiles += *files;
 }
 
 cache::Result<RefreshReport> NamespaceRefresher::refresh() {
@@ -134,15 +156,17 @@ cache::Result<RefreshReport> NamespaceRefresher::refresh() {
   live_.setAttr(DatasetNamespace::kRootIno, na);
   compareDirs(*fresh, DatasetNamespace::kRootIno, DatasetNamespace::kRootIno, r);
   // A new version when something changed since the last refresh (additions
-  // stay pending until a remount, so only a different count is news).
-  if (r.removed + r.changed > 0 || r.added != pending_.load()) version_.fetch_add(1);
+  // that could not be added stay pending, so only a different count is news).
+  if (r.removed + r.changed + (r.added - r.notAdded) > 0 || r.notAdded != pending_.load()) {
+    version_.fetch_add(1);
+  }
   refreshes_.fetch_add(1);
-  pending_.store(r.added);
+  pending_.store(r.notAdded);
   r.version = version_.load();
-  if (touched_ && changed_) changed_();
+  if (touched_ && changed_) changed_(r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  spdlog::info("refresh: version {}: {} added (remount to see them), {} removed, {} changed",
-               r.version, r.added, r.removed, r.changed);
+  spdlog::info("refresh: version {}: {} added, {} removed, {} changed", r.version,
+               r.added - r.notAdded, r.removed, r.changed);
   return r;
 }
 

@@ -5,15 +5,16 @@
 //   attributes (DatasetNamespace::setAttr) and a regular file's cached chunks
 //   are dropped from every tier (ChunkCache::invalidate);
 // - removed entries are marked gone (lookups and readdir stop showing them);
-// - added entries are reported only: the live inode table is a vector that
-//   readers index without a lock, so growing it in place is not safe; a
-//   remount shows them (`remount_needed`).
+// - added entries are grafted in (DatasetNamespace::graft): they get new
+//   inode numbers and are visible at once; a regular file added is read from
+//   the source on its first read. Only additions the namespace cannot take
+//   (past 4 billion entries) stay pending until a remount (`remount_needed`).
 //
-// The kernel's own caches are not invalidated: in the default immutable mode
-// it may keep serving a changed file's old attributes and pages until it drops
-// them (docs/ADMIN.md). Each refresh that finds a difference increments the
-// dataset version shown by `status`. Refreshes are serialized. A refresh that
-// changed the live namespace calls the `changed` hook.
+// A refresh that changed the live namespace calls the `changed` hook with
+// what the kernel may hold stale (RefreshReport::goneEntries, staleInodes):
+// the daemon asks the kernel to drop those dentries, attributes, pages and
+// listings. Each refresh that finds a difference increments the dataset
+// version shown by `status`. Refreshes are serialized.
 // Thread-safety: all methods from any thread.
 #pragma once
 
@@ -33,10 +34,18 @@ namespace epochfs::fusefs {
 struct RefreshReport {
   uint64_t version = 0;                          // the dataset version after this refresh
   uint64_t added = 0, removed = 0, changed = 0;  // entries (files, dirs, symlinks)
+  uint64_t addedFiles = 0;                       // regular files among those added
+  uint64_t notAdded = 0;                         // added entries left out (remount to see)
   uint64_t invalidatedFiles = 0;                 // regular files whose chunks were dropped
   // Up to kMaxListed paths each (raw bytes), the tops of added/removed subtrees.
   std::vector<std::string> addedPaths, removedPaths, changedPaths;
   bool truncated = false;
+  // For the kernel's caches (not reported): every (directory, name) that
+  // left the live namespace or now names another entry, and every inode
+  // whose cached attributes, pages or listing are stale (changed entries,
+  // directories whose entries changed).
+  std::vector<std::pair<DatasetNamespace::Ino, std::string>> goneEntries;
+  std::vector<DatasetNamespace::Ino> staleInodes;
   double seconds = 0;
 };
 
@@ -48,16 +57,18 @@ class NamespaceRefresher {
   // directory, or a listing of an object store's prefix.
   using Snapshot = std::function<cache::Result<DatasetNamespace>()>;
   // `changed` (optional) runs after a refresh that changed the live
-  // namespace (attributes, gone entries), before refresh() returns: a
-  // supervised worker hands the new namespace to its supervisor.
+  // namespace (attributes, gone or added entries), before refresh() returns,
+  // with the report so far: the daemon drops the kernel's stale entries and
+  // a supervised worker hands the new namespace to its supervisor.
+  using Changed = std::function<void(const RefreshReport&)>;
   NamespaceRefresher(DatasetNamespace& live, cache::ChunkCache& cache, Snapshot snapshot,
-                     std::function<void()> changed = {});
+                     Changed changed = {});
 
   cache::Result<RefreshReport> refresh();
 
   uint64_t version() const { return version_.load(); }
   uint64_t refreshes() const { return refreshes_.load(); }
-  // Entries in the source the live namespace lacks, as of the last refresh.
+  // Entries in the source the live namespace could not take, as of the last refresh.
   uint64_t pendingAdditions() const { return pending_.load(); }
 
  private:
@@ -70,8 +81,8 @@ class NamespaceRefresher {
   DatasetNamespace& live_;
   cache::ChunkCache& cache_;
   const Snapshot snapshot_;
-  const std::function<void()> changed_;
-  bool touched_ = false;  // this refresh set an attribute (guarded by mu_)
+  const Changed changed_;
+  bool touched_ = false;  // this refresh set an attribute or added entries (guarded by mu_)
   std::mutex mu_;         // one refresh at a time
   std::atomic<uint64_t> version_{1};
   std::atomic<uint64_t> refreshes_{0};

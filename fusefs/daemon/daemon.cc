@@ -82,7 +82,7 @@ Daemon::~Daemon() {
   // The rest goes in reverse order of declaration (daemon.h): the follower;
   // the prefetcher, after its advisor lease ended (an insert consulting it
   // finishes first); the cluster, after its leases ended, then its threads
-  // (they use cache_ and filesById_); then the cache, tiers and source.
+  // (they use cache_ and fileIndex_); then the cache, tiers and source.
 }
 
 void Daemon::setUpTorchOrder() {
@@ -226,12 +226,13 @@ Status Daemon::startCluster() {
   auto fault = transport::peerFaultFromEnv();
   if (!fault.isOk()) return fault.status();
   cc.fault = *fault;
-  // Peers can name only files of this snapshot, by id, at the version they hold.
-  // Placement bounds each node's share by its capacity over the same list of
-  // files on every node (transport/placement_table.h).
+  // Peers can name only files of this namespace (fileIndex_, which a refresh
+  // extends), by id, at the version they hold. Placement bounds each node's
+  // share by its capacity over the same list of files on every node
+  // (transport/placement_table.h): the mount's snapshot; a file a refresh
+  // added has owners by rendezvous.
   for (DatasetNamespace::Ino ino = 1; ino <= namespace_->nodeCount(); ++ino) {
     if (!S_ISREG(namespace_->attr(ino).mode)) continue;
-    filesById_.emplace(namespace_->fileId(ino), ino);
     cc.files.push_back({namespace_->fileId(ino), namespace_->attr(ino).size});
   }
   // Chunks change class in place when the live set (and so placement) changes.
@@ -242,10 +243,10 @@ Status Daemon::startCluster() {
   };
   auto serve = [this](const cache::FileIdentity& id,
                       uint32_t index) -> cache::Result<cache::ChunkRef> {
-    auto it = filesById_.find(id.fileId);
-    if (it == filesById_.end()) return Status::notFound("no such file in this dataset");
-    if (!(namespace_->identity(it->second) == id)) return Status::stale("another version");
-    return cache_->getForPeer(namespace_->path(it->second), id, index);
+    const DatasetNamespace::Ino ino = fileIndex_->find(id.fileId);
+    if (ino == 0) return Status::notFound("no such file in this dataset");
+    if (!(namespace_->identity(ino) == id)) return Status::stale("another version");
+    return cache_->getForPeer(namespace_->path(ino), id, index);
   };
   auto cluster = transport::Cluster::start(cc, serve);
   if (!cluster.isOk()) return cluster.status();
@@ -331,6 +332,9 @@ Status Daemon::start() {
   }
   spdlog::info("snapshot: {} files, {} dirs, {} bytes in {:.2f}s", namespace_->fileCount(),
                namespace_->dirCount(), namespace_->totalBytes(), snapshotSeconds_);
+  if (options_.clustered() || options_.pushPageCache != MountOptions::PushMode::kOff) {
+    fileIndex_ = std::make_unique<FileIndex>(*namespace_);
+  }
 
   fitMemory();
   Status s = openTiers();
@@ -400,7 +404,17 @@ Status Daemon::start() {
       .cluster = cluster_.get(),
       .supervised = supervision_.has_value(),
       .namespaceSource = namespaceSource_,
-      .namespaceUpdated = [this] { publishNamespace(); },
+      .namespaceUpdated =
+          [this](const RefreshReport& r) {
+            if (fileIndex_) fileIndex_->catchUp();  // files a refresh added
+            if (FuseServer* f = mounted_.load()) {
+              const std::vector<fuse_ino_t> stale(r.staleInodes.begin(), r.staleInodes.end());
+              std::vector<std::pair<fuse_ino_t, std::string>> gone;
+              for (const auto& [dir, name] : r.goneEntries) gone.emplace_back(dir, name);
+              f->dropKernelEntries(gone, stale);
+            }
+            publishNamespace();
+          },
       .stop = [this](bool restart) { stop(restart); },
       .libraries = [this]() -> json {
         FuseServer* f = mounted_.load();
@@ -449,7 +463,7 @@ Status Daemon::start() {
   mounted_.store(fuse_.get());
   if (const int asked = stopRequested_.load()) fuse_->requestStop(asked == 2);
   if (options_.pushPageCache != MountOptions::PushMode::kOff) {
-    pusher_ = std::make_unique<KernelPagePusher>(*fuse_, *namespace_);
+    pusher_ = std::make_unique<KernelPagePusher>(*fuse_, *namespace_, *fileIndex_);
     prefetcher_->setPagePusher(pusher_.get());
   }
   return s;

@@ -26,6 +26,7 @@
 #include "fusefs/daemon/mount_options.h"
 #include "fusefs/daemon/s3_dataset.h"
 #include "fusefs/dataset_namespace.h"
+#include "fusefs/file_index.h"
 #include "fusefs/fuse_server.h"
 #include "fusefs/kernel_page_pusher.h"
 #include "prefetch/prefetcher.h"
@@ -115,9 +116,9 @@ class Daemon {
   std::unique_ptr<AllocatorTrimmer> trimmer_;        // freed memory back to the kernel
   std::unique_ptr<cache::ChunkStore> disk_;
   std::unique_ptr<cache::ChunkCache> cache_;
-  std::unordered_map<uint64_t, DatasetNamespace::Ino> filesById_;  // what peers may ask for
+  std::unique_ptr<FileIndex> fileIndex_;  // what peers and the pusher name (clustered or pushing)
   // --peers/--hostfile/--slurm: the other nodes' caches. Declared after
-  // cache_ and filesById_ so it stops (its serve threads use them) before
+  // cache_ and fileIndex_ so it stops (its serve threads use them) before
   // they go.
   std::unique_ptr<transport::Cluster> cluster_;
   // cluster_ lent to cache_ (its PeerSource) and ram_ (its OwnershipView).

@@ -449,8 +449,9 @@ class DirAccessWatch {
 // supervisor kept (status namespace_source "handed over") without opening a
 // source directory (inotify), serving the old snapshot's tree (the added
 // file absent, the removed one listed) with the right bytes. After a refresh
-// (the removed file marked gone) and a second kill, the next worker serves
-// the refreshed namespace, again without a walk.
+// (the removed file marked gone, the added one grafted in with a new inode
+// number) and a second kill, the next worker serves the refreshed namespace,
+// the added file's bytes included, again without a walk.
 TEST_F(SupervisorTest, ChangedSourceTreeResumesFromTheHandedOverNamespace) {
   auto r = mount(opts());
   ASSERT_EQ(r.exitCode, 0) << r.describe();
@@ -472,12 +473,16 @@ TEST_F(SupervisorTest, ChangedSourceTreeResumesFromTheHandedOverNamespace) {
     EXPECT_EQ(parentOf(worker), supervisor);
     auto st = admin("status");
     EXPECT_EQ(st["dataset"].value("namespace_source", ""), "handed over");
-    struct stat sb;
-    EXPECT_NE(stat((mnt_ + "/d0/added.bin").c_str(), &sb), 0) << "a file of the new tree";
     // The namespace the worker serves (not the kernel's dentry cache):
-    // before the refresh the removed file is in it, after it is gone.
+    // before the refresh the removed file is in it and the added one is not,
+    // after it the other way round.
+    struct stat sb;
+    EXPECT_EQ(stat((mnt_ + "/d0/added.bin").c_str(), &sb) == 0, round == 1);
     EXPECT_EQ(listed("d1", "d1/f3.bin"), round == 0);
-    EXPECT_FALSE(listed("d0", "d0/added.bin"));
+    EXPECT_EQ(listed("d0", "d0/added.bin"), round == 1);
+    if (round == 1) {
+      EXPECT_EQ(readFile(mnt_ + "/d0/added.bin").data, "new");
+    }
     for (const auto& [name, data] : files_) {
       if (name == "d1/f3.bin") continue;
       EXPECT_EQ(readFile(mnt_ + "/" + name).data, data) << name;
@@ -487,7 +492,9 @@ TEST_F(SupervisorTest, ChangedSourceTreeResumesFromTheHandedOverNamespace) {
       auto rr = admin("refresh");
       ASSERT_TRUE(rr.value("ok", false)) << rr.dump();
       EXPECT_EQ(rr.value("removed", 0), 1);
+      EXPECT_EQ(rr.value("added", 0), 1);
       EXPECT_FALSE(listed("d1", "d1/f3.bin"));
+      EXPECT_TRUE(listed("d0", "d0/added.bin"));
       // The watch sees a walk: the refresh's.
       EXPECT_NE(watch.walkEvents(), "");
     }

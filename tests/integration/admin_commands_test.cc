@@ -3,12 +3,14 @@
 // 127.0.0.1 only; the "not an epochfs mount" / "daemon not responding" errors;
 // unmount through the admin socket.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -242,10 +244,23 @@ TEST_F(AdminCommandsTest, EveryCommandAnswersInJsonAndText) {
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
 }
 
-TEST_F(AdminCommandsTest, RefreshAppliesChangesAndRemovalsAndReportsAdditions) {
+// The names in directory `path` (readdir through the kernel).
+std::vector<std::string> listDir(const std::string& path) {
+  std::vector<std::string> names;
+  DIR* d = opendir(path.c_str());
+  if (d == nullptr) return names;
+  while (dirent* e = readdir(d)) names.emplace_back(e->d_name);
+  closedir(d);
+  return names;
+}
+
+TEST_F(AdminCommandsTest, RefreshAppliesChangesRemovalsAndAdditions) {
   makeDataset();
   ASSERT_EQ(mount({"--ram-cache", "64M"}).exitCode, 0);
   ASSERT_EQ(runCtl({"warm", mnt_, "class0", "-q"}).exitCode, 0);
+  // The kernel caches the listing (cache_readdir) and the entries' attributes.
+  const auto listed = listDir(mnt_ + "/class0");
+  ASSERT_EQ(std::count(listed.begin(), listed.end(), "img4.jpg"), 1);
 
   // Change one file (never read through the mount, so the kernel holds
   // nothing of it), remove one, add one.
@@ -266,12 +281,20 @@ TEST_F(AdminCommandsTest, RefreshAppliesChangesAndRemovalsAndReportsAdditions) {
   EXPECT_EQ(rf["changed_paths"][0], changed);
   EXPECT_EQ(rf["removed_paths"][0], removed);
   EXPECT_EQ(rf["added_paths"][0], "class0/added.jpg");
-  EXPECT_TRUE(rf["remount_needed"].get<bool>());
+  EXPECT_FALSE(rf["remount_needed"].get<bool>());
   EXPECT_EQ(rf["invalidated_files"], 2);
 
   nlohmann::json st = ctlJson({"status", mnt_});
   EXPECT_EQ(st["dataset"]["version"], 2);
-  EXPECT_EQ(st["dataset"]["pending_additions"], 1);
+  EXPECT_EQ(st["dataset"]["pending_additions"], 0);
+  // The added file shows in the kernel's listing and reads right, at once.
+  const auto relisted = listDir(mnt_ + "/class0");
+  EXPECT_EQ(std::count(relisted.begin(), relisted.end(), "added.jpg"), 1);
+  EXPECT_EQ(std::count(relisted.begin(), relisted.end(), "img4.jpg"), 0);
+  auto added = readFile(mnt_ + "/class0/added.jpg");
+  EXPECT_EQ(added.err, 0);
+  EXPECT_EQ(added.data, "new");
+  EXPECT_EQ(runCtl({"ls", mnt_, "class0/added.jpg"}).exitCode, 0);
   // The changed file's old chunks are gone; its new bytes are served.
   EXPECT_EQ(ctlJson({"ls", mnt_, changed})["paths"][0]["cached_bytes"], 0);
   auto r = readFile(mnt_ + "/" + changed);

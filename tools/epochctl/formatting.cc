@@ -78,9 +78,10 @@ std::string formatStatus(const json& s) {
   o << "dataset:    version " << replyCount(s, admin::kStatusDatasetVersion) << ", "
     << replyCount(s, admin::kStatusDatasetFiles) << " files, "
     << replyCount(s, admin::kStatusDatasetDirs) << " dirs, "
-    << humanBytes(replyCount(s, admin::kStatusDatasetBytes)) << " (snapshot at mount)";
+    << humanBytes(replyCount(s, admin::kStatusDatasetBytes))
+    << " (snapshot at mount, kept up to date by refresh)";
   if (pending > 0) {
-    o << "; " << pending << " entries added in the source since (remount to see them)";
+    o << "; " << pending << " entries the last refresh could not add (remount to see them)";
   }
   o << "\n";
   for (const StatusTier& t : kStatusTiers) {
@@ -246,8 +247,8 @@ std::string formatRefresh(const json& r) {
   list("changed_paths", "~");
   if (r.value("truncated", false)) o << "  (lists truncated)\n";
   if (r.value("remount_needed", false)) {
-    o << "added entries appear after a remount; changed and removed ones are applied now"
-         " (the kernel may keep old pages of changed files until it drops them)\n";
+    o << "some added entries could not be added (see the daemon's log); they appear after a"
+         " remount\n";
   }
   return o.str();
 }

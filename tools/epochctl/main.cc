@@ -140,7 +140,8 @@ int main(int argc, char** argv) {
 
   auto* status = app.add_subcommand("status", "Version, source, options, tiers, plan");
   auto* stats = app.add_subcommand("stats", "Reads and bytes by tier, source, prefetch, evictions");
-  auto* refresh = app.add_subcommand("refresh", "Re-snapshot the source: report what changed");
+  auto* refresh =
+      app.add_subcommand("refresh", "Re-snapshot the source: apply and report what changed");
   auto* ls = app.add_subcommand("ls", "Residency of files/directories in the cache tiers");
   auto* warm = app.add_subcommand("warm", "Fetch files into the cache, with progress");
   auto* evict = app.add_subcommand("evict", "Drop files (or everything) from the cache tiers");

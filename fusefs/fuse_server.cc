@@ -260,14 +260,15 @@ void FuseServer::invalidationLoop() {
   }
 }
 
-void FuseServer::dropKernelEntries(const std::vector<std::pair<fuse_ino_t, std::string>>& gone,
-                                   const std::vector<fuse_ino_t>& stale) {
+void FuseServer::dropKernelEntries(
+    const std::vector<std::pair<DatasetNamespace::Ino, std::string>>& gone,
+    const std::vector<DatasetNamespace::Ino>& stale) {
   if (session_ == nullptr) return;
   // ENOENT (nothing cached) is the common answer: nothing to do then.
   for (const auto& [parent, name] : gone) {
     fuse_lowlevel_notify_inval_entry(session_, parent, name.data(), name.size());
   }
-  for (fuse_ino_t ino : stale) fuse_lowlevel_notify_inval_inode(session_, ino, 0, 0);
+  for (DatasetNamespace::Ino ino : stale) fuse_lowlevel_notify_inval_inode(session_, ino, 0, 0);
 }
 
 void FuseServer::onLookup(FuseReply& reply, fuse_ino_t parent, const char* name) {

@@ -92,8 +92,8 @@ class FuseServer {
   // name) pairs, and the attributes, pages and listings it cached of
   // `stale` inodes, so new entries show, gone ones stop showing and changed
   // files are read afresh. Call from outside a FUSE request.
-  void dropKernelEntries(const std::vector<std::pair<fuse_ino_t, std::string>>& gone,
-                         const std::vector<fuse_ino_t>& stale);
+  void dropKernelEntries(const std::vector<std::pair<DatasetNamespace::Ino, std::string>>& gone,
+                         const std::vector<DatasetNamespace::Ino>& stale);
   // --revalidate mode: true (once) when `ino` changed and the kernel may still
   // hold its old pages; the caller must drop them before pushing new ones.
   bool takeStalePages(fuse_ino_t ino) {

@@ -61,7 +61,8 @@ void NamespaceRefresher::compareDirs(const DatasetNamespace& fresh, Ino oldDir, 
                                      RefreshReport& r) {
   const auto& olds = live_.children(oldDir);
   const auto& news = fresh.children(newDir);
-  std::vector<Ino> added;  // entries of `newDir` the live directory lacks, in name order
+  std::vector<Ino> added;     // entries of `newDir` the live directory lacks, in name order
+  uint64_t addedEntries = 0;  // in their subtrees
   bool entriesChanged = false;
   size_t i = 0, j = 0;
   while (i < olds.size() || j < news.size()) {
@@ -80,7 +81,7 @@ void NamespaceRefresher::compareDirs(const DatasetNamespace& fresh, Ino oldDir, 
     }
     if (cmp > 0) {  // only in the source: added
       const Ino n = news[j++];
-      r.added += subtreeSize(fresh, n);
+      addedEntries += subtreeSize(fresh, n);
       list(r.addedPaths, fresh.path(n), r);
       added.push_back(n);
       continue;
@@ -96,7 +97,7 @@ void NamespaceRefresher::compareDirs(const DatasetNamespace& fresh, Ino oldDir, 
         markGone(o, r);
       }
       r.goneEntries.emplace_back(oldDir, live_.name(o));  // the name will be a new inode
-      r.added += subtreeSize(fresh, n);
+      addedEntries += subtreeSize(fresh, n);
       list(r.addedPaths, fresh.path(n), r);
       added.push_back(n);
       continue;
@@ -124,13 +125,12 @@ void NamespaceRefresher::compareDirs(const DatasetNamespace& fresh, Ino oldDir, 
   }
   if (entriesChanged || !added.empty()) r.staleInodes.push_back(oldDir);
   if (added.empty()) return;
-  uint64_t entries = 0;
-  for (Ino n : added) entries += subtreeSize(fresh, n);
+  r.added += addedEntries;
   auto files = live_.graft(oldDir, fresh, added);
   if (!files.isOk()) {  // nothing of this directory's additions was added
-    spdlog::warn("refresh: cannot add {} entries under '{}': {}", entries, live_.path(oldDir),
+    spdlog::warn("refresh: cannot add {} entries under '{}': {}", addedEntries, live_.path(oldDir),
                  files.status().message());
-    r.notAdded += entries;
+    r.notAdded += addedEntries;
     return;
   }
   touched_ = true;

@@ -18,7 +18,6 @@
 #include "fusefs/admin/plan_builder.h"
 #include "fusefs/admin_protocol.h"
 #include "fusefs/daemon/memory_limit.h"
-#include "fusefs/daemon/namespace_handover.h"
 #include "fusefs/daemon/supervisor_link.h"
 #include "fusefs/mount_table.h"
 #include "fusefs/namespace_image_folder.h"
@@ -258,60 +257,6 @@ Status Daemon::startCluster() {
   return Status::ok();
 }
 
-Status Daemon::openSource() {
-  if (options_.s3) {
-    auto ds = S3Dataset::open(*options_.s3, std::move(s3Credentials_), s3CredentialsOrigin_,
-                              s3CredentialsFile_);
-    s3Credentials_.reset();
-    if (!ds.isOk()) return ds.status();
-    s3_ = std::move(ds).value();
-    source_ = &s3_->source();
-    datasetId_ = cache::datasetIdForPath(s3_->datasetKey());
-    return Status::ok();
-  }
-  datasetId_ = cache::datasetIdForPath(options_.source);
-  auto src = cache::PosixSource::open(options_.source);
-  if (!src.isOk()) return src.status();
-  posix_ = std::move(src).value();
-  source_ = posix_.get();
-  return Status::ok();
-}
-
-cache::Result<DatasetNamespace> Daemon::snapshotSource() {
-  if (s3_) return s3_->snapshot();
-  return DatasetNamespace::snapshot(posix_->rootFd(), 16);
-}
-
-cache::Result<DatasetNamespace> Daemon::loadNamespace() {
-  if (supervision_ && supervision_->namespaceFd >= 0) {
-    const int fd = std::exchange(supervision_->namespaceFd, -1);
-    auto ns = NamespaceHandover::adopt(fd, supervision_->expectedFingerprint, s3_.get());
-    if (ns.isOk()) {
-      namespaceSource_ = "handed over";
-      return ns;
-    }
-    spdlog::warn("restart: the namespace handed over is not usable ({}); {} the source again",
-                 ns.status().message(), s3_ ? "listing" : "walking");
-  } else if (supervision_ && supervision_->adoptFd >= 0) {
-    spdlog::warn("restart: no namespace handed over; {} the source again",
-                 s3_ ? "listing" : "walking");
-  }
-  namespaceSource_ = s3_ ? "listing" : "walk";
-  return snapshotSource();
-}
-
-void Daemon::publishNamespace() {
-  if (!supervision_ || !supervision_->sendNamespace || !namespace_) return;
-  std::lock_guard<std::mutex> lock(publishMu_);
-  auto fd = NamespaceHandover::publish(*namespace_, s3_.get());
-  if (!fd.isOk()) {
-    spdlog::warn("cannot hand the namespace to the supervisor: {}", fd.status().message());
-    return;
-  }
-  supervision_->sendNamespace(*fd);
-  close(*fd);
-}
-
 Status Daemon::start() {
   startedAt_ = std::chrono::steady_clock::now();
   if (Status s = openSource(); !s.isOk()) return s;
@@ -404,17 +349,7 @@ Status Daemon::start() {
       .cluster = cluster_.get(),
       .supervised = supervision_.has_value(),
       .namespaceSource = namespaceSource_,
-      .namespaceUpdated =
-          [this](const RefreshReport& r) {
-            if (fileIndex_) fileIndex_->catchUp();  // files a refresh added
-            if (FuseServer* f = mounted_.load()) {
-              const std::vector<fuse_ino_t> stale(r.staleInodes.begin(), r.staleInodes.end());
-              std::vector<std::pair<fuse_ino_t, std::string>> gone;
-              for (const auto& [dir, name] : r.goneEntries) gone.emplace_back(dir, name);
-              f->dropKernelEntries(gone, stale);
-            }
-            publishNamespace();
-          },
+      .namespaceUpdated = [this](const RefreshReport& r) { namespaceRefreshed(r); },
       .stop = [this](bool restart) { stop(restart); },
       .libraries = [this]() -> json {
         FuseServer* f = mounted_.load();

@@ -74,6 +74,9 @@ class Daemon {
   // Supervised: hands the live namespace to the supervisor (after start(),
   // unless it came from the supervisor; after each refresh that changed it).
   void publishNamespace();
+  // After a refresh that changed the live namespace: the file index, the
+  // kernel's stale entries, then publishNamespace().
+  void namespaceRefreshed(const RefreshReport& r);
   // "walk", "listing" or "handed over" (status.dataset.namespace_source).
   const std::string& namespaceSource() const { return namespaceSource_; }
   // start() failed because the source tree is not the one the mount showed.

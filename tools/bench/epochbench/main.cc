@@ -90,6 +90,11 @@ int main(int argc, char** argv) {
   prefetch->add_option("--deep-threads", pf.deep_threads, "Reader threads of the deep case")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  prefetch
+      ->add_option("--floor-readahead-files", pf.floor_readahead_files,
+                   "Files the floor-*-ra cases keep WILLNEED issued ahead of the reads")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   prefetch->add_option("--repeats", pf.repeats, "Repeats of every case")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -101,8 +106,11 @@ int main(int argc, char** argv) {
                        "loop-mounted ext4 image");
   prefetch
       ->add_option("--cases", pf.cases,
-                   "Comma-separated cases: direct, cold, plan, eviction; warm and deep (the direct "
-                   "reader with --deep-threads: the device's ceiling) are diagnostics")
+                   "Comma-separated cases: direct, cold, plan, eviction; warm, deep (the direct "
+                   "reader with --deep-threads: the device's ceiling), plan-aa (plan again: the "
+                   "A/A pair) and floor-splice, floor-splice-ra, floor-copy-ra, floor-splice-hot "
+                   "and their -dio forms (splice-floor, "
+                   "no cache) and bindfs are diagnostics")
       ->delimiter(',')
       ->check(CLI::IsMember(epochfs::bench::kPrefetchCases))
       ->capture_default_str();

@@ -11,6 +11,7 @@
 
 #include "fusefs/admin_protocol.h"
 #include "tools/bench/epochbench/epochfs_mount.h"
+#include "tools/bench/epochbench/mount_guard.h"
 #include "tools/bench/epochbench/prefetch_report.h"
 #include "tools/bench/epochbench/read_pass.h"
 #include "tools/bench/epochbench/report.h"
@@ -61,6 +62,7 @@ class PrefetchBench {
   std::vector<std::string> inOrder(const Dataset& d, uint64_t seed);
   EpochRun runDirect(int repeat, const std::vector<std::string>& order, int threads);
   EpochRun runEpochfs(int repeat, const std::vector<std::string>& order, bool plan, bool warm);
+  EpochRun runFloor(int repeat, const std::vector<std::string>& order, const std::string& name);
   void runEviction(int repeat);
   json configJson() const;
 
@@ -89,8 +91,8 @@ void PrefetchBench::setUpSources() {
   if (options_.eviction_files > 0) evict_spec.files = options_.eviction_files;
   evict_spec.classes = std::min(evict_spec.classes, evict_spec.files);
   const bool same = evict_spec.files == options_.spec.files;
-  const bool need_main =
-      wants("direct") || wants("cold") || wants("plan") || wants("warm") || wants("deep");
+  const bool need_main = std::any_of(options_.cases.begin(), options_.cases.end(),
+                                     [](const std::string& c) { return c != "eviction"; });
   const bool need_evict = wants("eviction");
   const bool separate_evict = need_evict && !(same && need_main);
   if (read_bps_ > 0) {
@@ -227,6 +229,63 @@ EpochRun PrefetchBench::runEpochfs(int repeat, const std::vector<std::string>& o
   return run;
 }
 
+// splice-floor (or bindfs -o ro) over the source: a FUSE daemon with no cache.
+EpochRun PrefetchBench::runFloor(int repeat, const std::vector<std::string>& order,
+                                 const std::string& name) {
+  const std::string binary = selfExeDir() + "/splice-floor";
+  if (findExecutable(name == "bindfs" ? "bindfs" : binary).empty()) {
+    throw std::runtime_error((name == "bindfs" ? "bindfs" : binary) + " not found");
+  }
+  dropCaches();
+  if (name.rfind("floor-splice-hot", 0) ==
+      0) {  // the source's pages in memory: splice's own ceiling
+    runOrderedPass(absolute(main_.root, order), options_.deep_threads);
+  }
+  static int serial = 0;
+  const std::string mnt = scratch_->makeSubdir("floor-" + std::to_string(++serial));
+  std::vector<std::string> command = {binary, main_.root, mnt, "--reply",
+                                      name.rfind("floor-copy", 0) == 0 ? "copy" : "splice"};
+  std::string base = name;
+  if (base.size() > 4 && base.compare(base.size() - 4, 4, "-dio") == 0) {
+    base.resize(base.size() - 4);
+    command.push_back("--direct-io");
+  }
+  std::string order_file;
+  if (base.size() > 3 && base.compare(base.size() - 3, 3, "-ra") == 0) {
+    order_file = "/tmp/epochbench-floor-order-" + std::to_string(::getpid());
+    std::FILE* f = std::fopen(order_file.c_str(), "w");
+    if (f == nullptr) throw std::runtime_error("cannot write " + order_file);
+    for (const auto& rel : order) std::fprintf(f, "%s\n", rel.c_str());
+    std::fclose(f);
+    command.insert(command.end(), {"--order", order_file, "--readahead-files",
+                                   std::to_string(options_.floor_readahead_files)});
+  }
+  if (name == "bindfs") command = {findExecutable("bindfs"), "-o", "ro", main_.root, mnt};
+  std::string error;
+  auto guard = MountGuard::mount(command, mnt, &error);
+  if (!order_file.empty()) ::unlink(order_file.c_str());  // read at its start
+  if (!guard) throw std::runtime_error(command.front() + " mount: " + error);
+  auto pid = findProcessByMount(fs::path(command.front()).filename().string(), mnt);
+  if (throttle() && pid && !throttle()->addProcess(*pid, &error)) throw std::runtime_error(error);
+  scan(mnt, main_);
+  EpochRun run;
+  run.repeat = repeat;
+  auto cpu0 = pid ? processCpuSeconds(*pid) : std::nullopt;
+  auto dev0 = deviceBytes();
+  auto busy0 = systemCpuTimes();
+  run.pass = runOrderedPass(absolute(mnt, order), options_.threads, computeStep());
+  run.cpu_busy = busyFraction(busy0, systemCpuTimes());
+  auto cpu1 = pid ? processCpuSeconds(*pid) : std::nullopt;
+  auto dev1 = deviceBytes();
+  if (cpu0 && cpu1) run.daemon_cpu_s = *cpu1 - *cpu0;
+  if (dev0 && dev1) run.device_bytes = *dev1 - *dev0;
+  guard.reset();
+  if (pid) waitForExit(*pid, 15);
+  std::error_code ec;
+  fs::remove(mnt, ec);
+  return run;
+}
+
 void PrefetchBench::runEviction(int repeat) {
   const std::vector<std::string> modes = repeat % 2
                                              ? std::vector<std::string>{"lru", "order-aware"}
@@ -279,6 +338,7 @@ json PrefetchBench::configJson() const {
                  {"seed", options_.spec.seed},
                  {"threads", options_.threads},
                  {"deep_threads", options_.deep_threads},
+                 {"floor_readahead_files", options_.floor_readahead_files},
                  {"repeats", options_.repeats},
                  {"compute_ms", options_.compute_ms},
                  {"cases", options_.cases},
@@ -349,8 +409,10 @@ int PrefetchBench::run() {
         run = runDirect(repeat, order, options_.threads);
       } else if (name == "deep") {
         run = runDirect(repeat, order, options_.deep_threads);
+      } else if (name.rfind("floor-", 0) == 0 || name == "bindfs") {
+        run = runFloor(repeat, order, name);
       } else {
-        run = runEpochfs(repeat, order, name == "plan", name == "warm");
+        run = runEpochfs(repeat, order, name == "plan" || name == "plan-aa", name == "warm");
       }
       printEpochProgress(stderr, name, run, options_.repeats);
       for (auto& c : results_.cases) {

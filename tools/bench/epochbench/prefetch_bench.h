@@ -11,6 +11,19 @@
 //   warm    (diagnostic, not by default) a fresh mount whose RAM tier holds the
 //           whole dataset (read once, untimed) before the kernel's cache is
 //           dropped: the best epochfs can do when nothing waits on the source.
+//   plan-aa (diagnostic) plan again, the same binary: the A/A pair that says
+//           how far two runs of one binary differ in this session.
+//   floor-splice, floor-splice-ra, floor-copy-ra (diagnostics) the floor under
+//           the cold path: splice-floor (tools/bench/splice-floor, beside this
+//           executable) mounted over the source, with no cache at all; replies
+//           by splice from the source fd, or from one reused buffer per
+//           thread (copy); "-ra": the epoch's order given to it, which keeps
+//           POSIX_FADV_WILLNEED issued --floor-readahead-files ahead;
+//           floor-splice-hot: the source read whole first (untimed), so every
+//           reply splices pages already in memory (the ceiling of splicing);
+//           "-dio": every open FOPEN_DIRECT_IO (the reply lands in the
+//           reader's buffer, no FUSE page-cache page is filled).
+//   bindfs  (diagnostic) bindfs -o ro over the source, default options.
 // Before each epoch an untimed ImageFolder-style scan (readdir + stat of every
 // entry) runs on the tree about to be read. With --compute-ms > 0 a
 // "sleep-only" row (the compute steps alone, no reads) shows the floor this
@@ -41,15 +54,29 @@ namespace epochfs::bench {
 // All cases; "warm" and "deep" are diagnostics and not run by default. "deep"
 // is the direct reader with --deep-threads threads: about what the source
 // device delivers at all (a deep queue), so about the ceiling of a cold epoch.
-inline const std::vector<std::string> kPrefetchCases = {"direct", "cold", "plan",
-                                                        "warm",   "deep", "eviction"};
+inline const std::vector<std::string> kPrefetchCases = {"direct",
+                                                        "cold",
+                                                        "plan",
+                                                        "warm",
+                                                        "deep",
+                                                        "plan-aa",
+                                                        "floor-splice",
+                                                        "floor-splice-ra",
+                                                        "floor-copy-ra",
+                                                        "floor-splice-hot",
+                                                        "floor-splice-dio",
+                                                        "floor-splice-ra-dio",
+                                                        "floor-splice-hot-dio",
+                                                        "bindfs",
+                                                        "eviction"};
 
 struct PrefetchBenchOptions {
   std::string dir = "/tmp/epochbench-prefetch-data";  // plain-source dataset
   DatasetSpec spec;                                   // --files etc.
   int eviction_files = 4000;                          // 0: same as --files
   int threads = 2;
-  int deep_threads = 16;  // readers of the "deep" case
+  int deep_threads = 16;           // readers of the "deep" case
+  int floor_readahead_files = 64;  // the floor-*-ra cases' WILLNEED depth
   int repeats = 3;
   double compute_ms = 4;
   std::string source_throttle;  // "" (plain directory) or a rate like "100M" (B/s, 1024-based)

@@ -24,13 +24,12 @@ namespace {
 constexpr double kImmutableTimeout = 365.0 * 86400;  // the snapshot never changes
 constexpr size_t kMaxReadBytes = 1 << 20;            // the kernel's max read (256 pages)
 
-// SIGUSR2 under the supervisor: end the loop for a restart (upgrade).
-std::atomic<fuse_session*> gSession{nullptr};
-volatile sig_atomic_t gRestart = 0;
-void onRestartSignal(int) {
-  gRestart = 1;
-  if (fuse_session* se = gSession.load()) fuse_session_exit(se);
-}
+// requestStop() wakes the loop's thread (asleep in sem_wait until a worker
+// ends) with this signal; its handler does nothing, and it has no SA_RESTART,
+// so the wait returns and the loop sees the session has exited. The daemon's
+// stop signals themselves are read elsewhere (fusefs/daemon/stop_signals.h).
+constexpr int kWakeSignal = SIGUSR1;
+void onWakeSignal(int) {}
 
 }  // namespace
 
@@ -113,7 +112,7 @@ cache::Status FuseServer::replayHandshake() {
   return cache::Status::ok();
 }
 
-bool FuseServer::restartRequested() const { return gRestart != 0 || restart_.load(); }
+bool FuseServer::restartRequested() const { return restart_.load(); }
 
 void FuseServer::requestStop(bool restart) {
   std::lock_guard<std::mutex> lock(loopMu_);
@@ -121,20 +120,15 @@ void FuseServer::requestStop(bool restart) {
   if (restart) restart_.store(true);
   fuse_session_exit(session_);  // before loop(): it returns at once
   if (!looping_) return;
-  // libfuse's handler (fuse_set_signal_handlers) ends the wait of the loop's
-  // thread; the loop then cancels its workers, as on `kill -TERM`.
-  pthread_kill(loopThread_, SIGTERM);
+  // Ends the wait of the loop's thread; the loop then cancels its workers.
+  pthread_kill(loopThread_, kWakeSignal);
 }
 
 int FuseServer::loop() {
-  if (fuse_set_signal_handlers(session_) != 0) return 1;
-  if (config_.supervised) {
-    gSession.store(session_);
-    struct sigaction sa {};
-    sa.sa_handler = onRestartSignal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR2, &sa, nullptr);
-  }
+  struct sigaction wake {};
+  wake.sa_handler = onWakeSignal;  // no SA_RESTART: the loop's sem_wait returns
+  sigemptyset(&wake.sa_mask);
+  if (sigaction(kWakeSignal, &wake, nullptr) != 0) return 1;
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_clone_fd(cfg, config_.supervised ? 0 : 1);
   fuse_loop_cfg_set_max_threads(cfg, config_.threads);
@@ -146,15 +140,10 @@ int FuseServer::loop() {
   }
   int rc = fuse_session_loop_mt(session_, cfg);
   {
-    std::lock_guard<std::mutex> lock(loopMu_);  // no signal from here on: the handlers go
+    std::lock_guard<std::mutex> lock(loopMu_);  // no wake signal from here on
     looping_ = false;
   }
   fuse_loop_cfg_destroy(cfg);
-  fuse_remove_signal_handlers(session_);
-  if (config_.supervised) {
-    signal(SIGUSR2, SIG_IGN);
-    gSession.store(nullptr);
-  }
   return rc;
 }
 

@@ -69,12 +69,13 @@ class FuseServer {
   // answers accesses once loop() runs. When supervised, the FUSE_INIT
   // handshake is done here and its message kept (initMessage()).
   cache::Status mount(const std::string& mountpoint);
-  // Serves until unmounted or a signal (SIGTERM, SIGINT, SIGHUP) arrives;
-  // when supervised, SIGUSR2 also ends it, with restartRequested() set.
+  // Serves until unmounted or requestStop(). Installs no handler of the stop
+  // signals: the daemon reads them (fusefs/daemon/stop_signals.h) and calls
+  // requestStop(), so several servers can serve in one process.
   int loop();
-  // Ends loop() from another thread the way SIGTERM does (`restart`: as
-  // SIGUSR2 does, restartRequested() set): the session exits and the loop's
-  // thread, asleep until a request or a signal, gets the signal. Before
+  // Ends loop() from another thread (`restart`: restartRequested() set, as
+  // for an upgrade): the session exits and the loop's thread, asleep until a
+  // request or a signal, gets SIGUSR1 (whose handler does nothing). Before
   // loop(), it makes loop() return at once.
   void requestStop(bool restart);
   void unmount();

@@ -438,9 +438,9 @@ int Daemon::run() {
   admin_.stop();
   fuse_->unmount();  // a no-op when supervised: the supervisor owns the mount
   if (fuse_->restartRequested()) return kWorkerExitRestart;
-  // libfuse reports the signal that ended the loop; SIGTERM/SIGINT/SIGHUP are
-  // a clean unmount.
-  return rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP ? 0 : 1;
+  // A stop (a signal read by StopSignals, `epochctl unmount`) or an unmount
+  // ends the loop with 0.
+  return rc == 0 ? 0 : 1;
 }
 
 }  // namespace epochfs::fusefs

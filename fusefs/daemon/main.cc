@@ -26,6 +26,7 @@
 #include "fusefs/daemon/memory_limit.h"
 #include "fusefs/daemon/mount_options.h"
 #include "fusefs/daemon/mountpoint_check.h"
+#include "fusefs/daemon/stop_signals.h"
 #include "fusefs/daemon/supervisor.h"
 #include "fusefs/daemon/supervisor_link.h"
 #include "fusefs/libfuse_log.h"
@@ -119,6 +120,8 @@ int runWorker(const MountOptions& options, epochfs::fusefs::SupervisorLink& link
   using epochfs::fusefs::Daemon;
   setupLogging(options);
   Daemon daemon(options);
+  // Before any thread starts; SIGUSR2 restarts (upgrade).
+  epochfs::fusefs::StopSignals signals(true, [&daemon](bool restart) { daemon.stop(restart); });
   if (s3) daemon.setS3Credentials(std::move(s3->credentials), s3->origin, s3->file);
   Daemon::Supervision sup;
   sup.adoptFd = link.fuseFd();
@@ -146,6 +149,7 @@ int runWorker(const MountOptions& options, epochfs::fusefs::SupervisorLink& link
   link.sendReady(daemon.namespaceFingerprint());
   spdlog::info("{} {} on {} (pid {}, namespace: {})", link.restarted() ? "resumed" : "mounted",
                options.source, options.mountpoint, getpid(), daemon.namespaceSource());
+  signals.serving();
   const int rc = daemon.run();
   spdlog::info("worker pid {} ends with {}", getpid(), rc);
   return rc;
@@ -217,6 +221,8 @@ int main(int argc, char** argv) {
     return rc;
   }
   epochfs::fusefs::Daemon daemon(options);
+  // Before any thread starts (SIGUSR2 keeps its default action: no supervisor).
+  epochfs::fusefs::StopSignals signals(false, [&daemon](bool restart) { daemon.stop(restart); });
   if (s3) daemon.setS3Credentials(std::move(s3->credentials), s3->origin, s3->file);
   auto started = daemon.start();
   if (!started.isOk()) {
@@ -234,6 +240,7 @@ int main(int argc, char** argv) {
     if (chdir("/") != 0) spdlog::warn("chdir / failed");
     detachStdio();
   }
+  signals.serving();
   int rc = daemon.run();
   spdlog::info("unmounted {}", options.mountpoint);
   return rc;

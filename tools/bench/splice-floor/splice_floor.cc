@@ -29,8 +29,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <climits>
 #include <atomic>
+#include <climits>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -88,7 +88,9 @@ class OrderReadahead {
       paths_.push_back(source + "/" + line);
     }
   }
-  void start() { thread_ = std::thread([this] { run(); }); }
+  void start() {
+    thread_ = std::thread([this] { run(); });
+  }
   void stop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -206,8 +208,7 @@ void onReaddir(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_
     st.st_ino = ent->d_ino;
     st.st_mode = static_cast<mode_t>(ent->d_type) << 12;
     long next = ::telldir(dir);
-    size_t need =
-        fuse_add_direntry(req, buf.data() + used, size - used, ent->d_name, &st, next);
+    size_t need = fuse_add_direntry(req, buf.data() + used, size - used, ent->d_name, &st, next);
     if (need > size - used) {
       ::seekdir(dir, here);
       break;

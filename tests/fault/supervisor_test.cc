@@ -381,10 +381,11 @@ TEST_F(SupervisorTest, UpgradeStartsTheNewBinaryWithoutUnmounting) {
   EXPECT_FALSE(isMounted(mnt_));
 }
 
-// Pass: SIGTERM to the supervisor unmounts and ends both processes; so does
-// `epochctl unmount` (the worker asks, the supervisor unmounts).
+// Pass: SIGTERM to the supervisor unmounts and ends both processes; so do
+// `epochctl unmount` (the worker asks, the supervisor unmounts) and SIGTERM or
+// SIGHUP to the worker (read by its stop-signal thread: it ends with 0).
 TEST_F(SupervisorTest, StopSignalsAndUnmountCommandLeaveNoMountOrProcess) {
-  for (int way = 0; way < 2; ++way) {
+  for (int way = 0; way < 4; ++way) {
     auto r = mount(opts());
     ASSERT_EQ(r.exitCode, 0) << r.describe();
     const pid_t worker = daemonPid();
@@ -392,6 +393,8 @@ TEST_F(SupervisorTest, StopSignalsAndUnmountCommandLeaveNoMountOrProcess) {
     ASSERT_GT(supervisor, 1);
     if (way == 0) {
       ASSERT_EQ(kill(supervisor, SIGTERM), 0);
+    } else if (way >= 2) {
+      ASSERT_EQ(kill(worker, way == 2 ? SIGTERM : SIGHUP), 0);
     } else {
       auto u = runProcess({std::string(EPOCHFS_BIN_DIR) + "/epochctl", "unmount", mnt_}, 30);
       EXPECT_EQ(u.exitCode, 0) << u.describe();
@@ -401,6 +404,31 @@ TEST_F(SupervisorTest, StopSignalsAndUnmountCommandLeaveNoMountOrProcess) {
     EXPECT_TRUE(waitMounted(mnt_, false, 10)) << "way " << way << ": still mounted";
     if (isMounted(mnt_)) unmountPath(mnt_);
   }
+}
+
+// Pass: SIGUSR2 to the supervisor restarts the worker (a new pid under the
+// same supervisor) without unmounting, twice, and the mount then serves the
+// source byte for byte.
+TEST_F(SupervisorTest, Usr2RestartsTheWorkerOnTheSameMount) {
+  auto r = mount(opts());
+  ASSERT_EQ(r.exitCode, 0) << r.describe();
+  pid_t worker = daemonPid();
+  const pid_t supervisor = parentOf(worker);
+  ASSERT_GT(supervisor, 1);
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_EQ(kill(supervisor, SIGUSR2), 0);
+    const pid_t next = waitNewWorker(worker, 30);
+    ASSERT_GT(next, 0) << "round " << round << ": no new worker 30 s after SIGUSR2";
+    EXPECT_EQ(parentOf(next), supervisor);
+    EXPECT_TRUE(waitForExit(worker, 10).has_value()) << "the old worker still runs";
+    EXPECT_TRUE(isMounted(mnt_));
+    worker = next;
+  }
+  expectTreeMatchesSource();
+  ASSERT_EQ(kill(supervisor, SIGTERM), 0);
+  EXPECT_TRUE(waitForExit(supervisor, 10).has_value());
+  EXPECT_TRUE(waitMounted(mnt_, false, 10));
+  if (isMounted(mnt_)) unmountPath(mnt_);
 }
 
 // Counts what a walk of the source does to its directories, seen from

@@ -26,6 +26,9 @@ import s3_mount_support as sup  # noqa: E402
 
 BOUND = 30.0          # seconds for a refusal
 SILENT_BOUND = 60.0   # an endpoint that never answers: the client's timeouts
+# The unreachable endpoints retry until the read deadline (30 s by default, 10
+# attempts); 5 s gives the same one line, sooner.
+SHORT_DEADLINE = ["--s3-read-deadline", "5"]
 WRONG_SECRET = "WrongSecretKey0123456789abcdefghijKLMNOPQ"
 PREFIX = "data"
 LINE_PREFIX = "epochfs: error: "
@@ -126,7 +129,7 @@ class S3BadInput(unittest.TestCase):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        args = self.base_args()
+        args = self.base_args() + SHORT_DEADLINE
         args[1] = "http://127.0.0.1:%d" % port
         self.expect_refusal("closed port", self.source(), args, self.creds_env())
 
@@ -135,7 +138,7 @@ class S3BadInput(unittest.TestCase):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             s.listen(64)
-            args = self.base_args()
+            args = self.base_args() + SHORT_DEADLINE
             args[1] = "http://127.0.0.1:%d" % s.getsockname()[1]
             self.expect_refusal("endpoint never answers", self.source(), args, self.creds_env(),
                                 bound=SILENT_BOUND)

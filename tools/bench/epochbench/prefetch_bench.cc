@@ -230,37 +230,40 @@ EpochRun PrefetchBench::runEpochfs(int repeat, const std::vector<std::string>& o
 }
 
 // splice-floor (or bindfs -o ro) over the source: a FUSE daemon with no cache.
+// The case's name says how splice-floor runs: "floor-copy" replies from a
+// reused buffer, "-ra" gives it the order, "-dio" opens with DIRECT_IO, and
+// "floor-splice-hot" reads the source whole first (untimed), so every reply
+// splices pages already in memory: splicing's own ceiling.
 EpochRun PrefetchBench::runFloor(int repeat, const std::vector<std::string>& order,
                                  const std::string& name) {
-  const std::string binary = selfExeDir() + "/splice-floor";
-  if (findExecutable(name == "bindfs" ? "bindfs" : binary).empty()) {
-    throw std::runtime_error((name == "bindfs" ? "bindfs" : binary) + " not found");
-  }
+  auto endsWith = [](const std::string& s, const std::string& tail) {
+    return s.size() > tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  const std::string binary =
+      name == "bindfs" ? findExecutable("bindfs") : selfExeDir() + "/splice-floor";
+  if (findExecutable(binary).empty()) throw std::runtime_error(name + ": no " + binary);
   dropCaches();
-  if (name.rfind("floor-splice-hot", 0) ==
-      0) {  // the source's pages in memory: splice's own ceiling
+  if (name.rfind("floor-splice-hot", 0) == 0) {
     runOrderedPass(absolute(main_.root, order), options_.deep_threads);
   }
   static int serial = 0;
   const std::string mnt = scratch_->makeSubdir("floor-" + std::to_string(++serial));
-  std::vector<std::string> command = {binary, main_.root, mnt, "--reply",
-                                      name.rfind("floor-copy", 0) == 0 ? "copy" : "splice"};
-  std::string base = name;
-  if (base.size() > 4 && base.compare(base.size() - 4, 4, "-dio") == 0) {
-    base.resize(base.size() - 4);
-    command.push_back("--direct-io");
-  }
+  std::vector<std::string> command = {binary, "-o", "ro", main_.root, mnt};
   std::string order_file;
-  if (base.size() > 3 && base.compare(base.size() - 3, 3, "-ra") == 0) {
-    order_file = "/tmp/epochbench-floor-order-" + std::to_string(::getpid());
-    std::FILE* f = std::fopen(order_file.c_str(), "w");
-    if (f == nullptr) throw std::runtime_error("cannot write " + order_file);
-    for (const auto& rel : order) std::fprintf(f, "%s\n", rel.c_str());
-    std::fclose(f);
-    command.insert(command.end(), {"--order", order_file, "--readahead-files",
-                                   std::to_string(options_.floor_readahead_files)});
+  if (name != "bindfs") {
+    command = {binary, main_.root, mnt, "--reply",
+               name.rfind("floor-copy", 0) == 0 ? "copy" : "splice"};
+    if (endsWith(name, "-dio")) command.push_back("--direct-io");
+    if (endsWith(name, "-ra") || endsWith(name, "-ra-dio")) {
+      order_file = "/tmp/epochbench-floor-order-" + std::to_string(::getpid());
+      std::FILE* f = std::fopen(order_file.c_str(), "w");
+      if (f == nullptr) throw std::runtime_error("cannot write " + order_file);
+      for (const auto& rel : order) std::fprintf(f, "%s\n", rel.c_str());
+      std::fclose(f);
+      command.insert(command.end(), {"--order", order_file, "--readahead-files",
+                                     std::to_string(options_.floor_readahead_files)});
+    }
   }
-  if (name == "bindfs") command = {findExecutable("bindfs"), "-o", "ro", main_.root, mnt};
   std::string error;
   auto guard = MountGuard::mount(command, mnt, &error);
   if (!order_file.empty()) ::unlink(order_file.c_str());  // read at its start

@@ -2,7 +2,7 @@
 // measure the floor under epochfs's cold path ([kernel-pages], step 0).
 //
 //   splice-floor SOURCE MOUNTPOINT [--reply splice|copy] [--threads N]
-//                [--order FILE --readahead-files K] [--dontneed] [--direct-io]
+//                [--order FILE --readahead-files K] [--direct-io]
 //
 // Every request goes straight to SOURCE: no cache, no checksum, no stats.
 //   --reply splice  reads are answered by fuse_reply_data over the source fd
@@ -15,8 +15,6 @@
 //                   a thread keeps POSIX_FADV_WILLNEED issued for the next K
 //                   files past the furthest one opened (readahead along the
 //                   order: the device fills the source's page cache ahead).
-//   --dontneed      POSIX_FADV_DONTNEED on release (the source's copy dropped
-//                   once served).
 //   --direct-io     every open with FOPEN_DIRECT_IO: the reply goes into the
 //                   reader's buffer, not into FUSE page-cache pages.
 // It daemonizes once mounted (as FUSE filesystems do) and exits on unmount.
@@ -53,7 +51,6 @@ struct Options {
   unsigned threads = 16;
   std::string order_file;
   size_t readahead_files = 0;
-  bool dontneed = false;
   bool direct_io = false;
 };
 
@@ -256,7 +253,6 @@ void onRead(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_inf
 
 void onRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   const int fd = static_cast<int>(fi->fh);
-  if (daemonOf(req)->options.dontneed) ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
   ::close(fd);
   fuse_reply_err(req, 0);
 }
@@ -264,8 +260,7 @@ void onRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 int usage() {
   std::fprintf(stderr,
                "usage: splice-floor SOURCE MOUNTPOINT [--reply splice|copy] [--threads N]\n"
-               "                    [--order FILE --readahead-files K] [--dontneed]\n"
-               "                    [--direct-io]\n");
+               "                    [--order FILE --readahead-files K] [--direct-io]\n");
   return 2;
 }
 
@@ -290,8 +285,6 @@ bool parse(int argc, char** argv, Options* o) {
     } else if (a == "--readahead-files") {
       if (!value(&v)) return false;
       o->readahead_files = std::stoul(v);
-    } else if (a == "--dontneed") {
-      o->dontneed = true;
     } else if (a == "--direct-io") {
       o->direct_io = true;
     } else if (a.rfind("--", 0) == 0) {

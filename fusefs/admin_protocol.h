@@ -43,6 +43,10 @@ inline constexpr const char* kCmdPlanEntries = "plan_entries";
 inline constexpr const char* kCmdRefresh = "refresh";  // re-snapshot the source
 inline constexpr const char* kCmdUnmount = "unmount";
 inline constexpr const char* kCmdUpgrade = "upgrade";  // restart from the binary on disk
+// join {mountpoint, allow_other}: the daemon mounts one more mountpoint of its
+// dataset (a second `epochfs SRC MNT` of the same user; docs/ADMIN.md "One
+// daemon, several mounts"). Sent by the epochfs command, not by epochctl.
+inline constexpr const char* kCmdJoin = "join";
 // Residency and the cache: ls {paths}; warm_add {paths} repeated, warm_start,
 // warm_progress; evict {paths | all, tier}.
 inline constexpr const char* kCmdLs = "ls";
@@ -71,7 +75,7 @@ inline constexpr const char* kCommands[] = {
     kCmdPlans,      kCmdPlanEntries, kCmdRefresh,     kCmdUnmount,      kCmdUpgrade,
     kCmdLs,         kCmdWarmAdd,     kCmdWarmStart,   kCmdWarmProgress, kCmdEvict,
     kCmdOrderBegin, kCmdOrderAppend, kCmdOrderCommit, kCmdOrderClear,   kCmdChunkShards,
-    kCmdSchema};
+    kCmdSchema,     kCmdJoin};
 
 // Error codes: the "code" of an {"ok": false} reply, every one here (the
 // daemon's AdminError, the C++ and Python clients use these; CTest

@@ -112,6 +112,18 @@ Status AdminCommands::registerAll(AdminServer& server) {
     s.afterReply = [stop = m_.stop] { stop(true); };
     return json{{"restarting", getpid()}};
   });
+  server.handle(admin::kCmdJoin, [this](const json& req, AdminSession& s) -> json {
+    // Only the daemon's own user: the daemon mounts with its credentials.
+    if (s.caller.uid != geteuid()) {
+      throw AdminError::permissionDenied("only the daemon's user may add a mount to it");
+    }
+    if (!m_.join) throw AdminError::unavailable("this daemon does not take other mounts");
+    const auto mnt = req.find("mountpoint");
+    if (mnt == req.end() || !mnt->is_string()) throw AdminError::invalid("mountpoint missing");
+    const Status st = m_.join(mnt->get<std::string>(), req.value("allow_other", false), s.caller);
+    if (!st.isOk()) throw AdminError::from(st);
+    return json{{"mounted", *mnt}};
+  });
   registerOrder(server);
   cacheCommands_.registerAll(server);
   clusterCommands_.registerAll(server);
@@ -261,6 +273,7 @@ json AdminCommands::status() const {
       {"pid", getpid()},
       {"source", m_.config.source},
       {"mountpoint", m_.config.mountpoint},
+      {"mounts", m_.mountpoints ? json(m_.mountpoints()) : json::array({m_.config.mountpoint})},
       {"members", nullptr},  // declared in cluster mode (declareClusterMetrics)
       {"options", m_.config.options},
       {"tiers", tiers},

@@ -5,6 +5,7 @@
 //            ls, peers, placement
 //   admins:  order_begin/append/commit, order_clear, refresh, unmount, upgrade,
 //            warm_add/start/progress, evict
+//   the daemon's own user: join
 // ls, warm and evict live in CacheCommands, peers and placement in
 // ClusterCommands. The names: admin_protocol.h.
 // The counters of status, stats and metrics are declared once, in the
@@ -94,6 +95,13 @@ struct MountState {
   // Ends the mount through the daemon's normal stop path (`restart`: the
   // supervisor starts the binary on disk again); unset: unmount is refused.
   std::function<void(bool restart)> stop;
+  // One more mountpoint of this dataset, mounted for `caller` (the join
+  // command); unset: joins are refused.
+  std::function<cache::Status(const std::string& mountpoint, bool allowOther,
+                              const AdminCaller& caller)>
+      join;
+  // Every mountpoint the daemon serves (status.mounts); unset: config.mountpoint.
+  std::function<std::vector<std::string>()> mountpoints;
   // The libraries the daemon runs with, for `status` ({"fuse_protocol",
   // "kernel_fuse_protocol", "libfuse", "ucx"}); unset: null.
   std::function<nlohmann::json()> libraries;

@@ -64,6 +64,19 @@ MountConfig adminConfig(const MountOptions& o) {
   return c;
 }
 
+// Raises the kernel's read-ahead for this mount (its backing_dev_info, named
+// by the mount's device number in /proc/self/mountinfo) to the largest FUSE
+// read, so sequential readers of shards send 1 MiB requests instead of 128 KiB
+// ones. Best effort: needs root.
+void raiseKernelReadAhead(const std::string& mountpoint) {
+  for (const MountEntry& m : MountTable::read()) {
+    if (m.mountPoint != mountpoint) continue;
+    std::ofstream ra("/sys/class/bdi/" + m.device + "/read_ahead_kb");
+    ra << 1024;
+    if (!ra.flush()) spdlog::debug("cannot raise read_ahead_kb for {}", m.device);
+  }
+}
+
 }  // namespace
 
 Daemon::Daemon(MountOptions options) : options_(std::move(options)) {}
@@ -75,8 +88,7 @@ Daemon::~Daemon() {
   memWatch_.reset();  // after the admin server: `stats` reads its figures
   if (orderSetup_.joinable()) orderSetup_.join();
   if (pusher_) pusher_->close();  // no notification on a session about to go
-  mounted_.store(nullptr);
-  fuse_.reset();  // unmounts if still mounted
+  mounts_.reset();                // unmounts what is still mounted
   follower_.store(nullptr);
   // The rest goes in reverse order of declaration (daemon.h): the follower;
   // the prefetcher, after its advisor lease ended (an insert consulting it
@@ -305,11 +317,11 @@ Status Daemon::start() {
   trimmer_ = std::make_unique<AllocatorTrimmer>(AllocatorTrimmer::slackFor(options_.ramCacheBytes));
   trimmer_->start();
 
-  std::string socketPath = options_.adminSocket;
-  if (socketPath.empty()) {
+  socketPath_ = options_.adminSocket;
+  if (socketPath_.empty()) {
     auto p = AdminServer::defaultPath(options_.mountpoint);
     if (!p.isOk()) return p.status();
-    socketPath = *p;
+    socketPath_ = *p;
   }
   prefetch::PrefetchOptions po;
   po.workers = options_.prefetchThreads;
@@ -351,10 +363,15 @@ Status Daemon::start() {
       .namespaceSource = namespaceSource_,
       .namespaceUpdated = [this](const RefreshReport& r) { namespaceRefreshed(r); },
       .stop = [this](bool restart) { stop(restart); },
+      .join = [this](const std::string& mountpoint, bool allowOther,
+                     const AdminCaller& caller) { return join(mountpoint, allowOther, caller); },
+      .mountpoints = [this] { return mounts_->mountpoints(); },
       .libraries = [this]() -> json {
-        FuseServer* f = mounted_.load();
-        const std::string protocol = f ? f->protocol() : "";
-        const std::string kernel = f ? f->kernelProtocol() : "";
+        std::string protocol, kernel;
+        mounts_->forEach([&](FuseServer& f) {
+          if (protocol.empty()) protocol = f.protocol();
+          if (kernel.empty()) kernel = f.kernelProtocol();
+        });
         return {{"fuse_protocol", protocol.empty() ? json(nullptr) : json(protocol)},
                 {"kernel_fuse_protocol", kernel.empty() ? json(nullptr) : json(kernel)},
                 {"libfuse", libfuseVersion()},
@@ -371,7 +388,7 @@ Status Daemon::start() {
   adminCommands_ = std::make_unique<AdminCommands>(state);
   s = adminCommands_->registerAll(admin_);
   if (!s.isOk()) return s;
-  s = admin_.start(socketPath);
+  s = admin_.start(socketPath_);
   if (!s.isOk()) return s;
   if (options_.metricsPort >= 0) {
     metricsHttp_ =
@@ -381,66 +398,126 @@ Status Daemon::start() {
     adminCommands_->setMetricsPort(metricsHttp_->port());
   }
 
-  FuseServer::Config fc;
-  fc.revalidateSeconds = options_.revalidateSeconds;
-  fc.threads = options_.threads;
-  fc.allowOther = options_.allowOther;
-  fc.fsname = "epochfs";
-  fc.adminSocketPath = socketPath;
-  if (supervision_) {
-    fc.supervised = true;
-    fc.adoptFd = supervision_->adoptFd;
-    fc.initMessage = supervision_->initMessage;
+  if (supervision_ && !supervision_->resume.empty()) {
+    // A mount whose connection ended meanwhile is let go; the others serve.
+    Status last = Status::ok();
+    size_t resumed = 0;
+    for (const HeldMount& m : supervision_->resume) {
+      last = serveMount(m.mountpoint, options_.allowOther, &m);
+      if (last.isOk()) {
+        ++resumed;
+      } else {
+        spdlog::warn("restart: cannot resume {}: {}", m.mountpoint, last.message());
+        if (supervision_->sendUnmounted) supervision_->sendUnmounted(m.mountpoint);
+      }
+    }
+    if (resumed == 0) return last;
+  } else {
+    s = serveMount(options_.mountpoint, options_.allowOther, nullptr);
+    if (!s.isOk()) return s;
   }
-  fuse_ = std::make_unique<FuseServer>(fc, *namespace_, *cache_, *source_, prefetcher_.get());
-  s = fuse_->mount(options_.mountpoint);
-  if (!s.isOk()) return s;
-  mounted_.store(fuse_.get());
-  if (const int asked = stopRequested_.load()) fuse_->requestStop(asked == 2);
   if (options_.pushPageCache != MountOptions::PushMode::kOff) {
-    pusher_ = std::make_unique<KernelPagePusher>(*fuse_, *namespace_, *fileIndex_);
+    pusher_ = std::make_unique<KernelPagePusher>(*mounts_->first(), *namespace_, *fileIndex_);
     prefetcher_->setPagePusher(pusher_.get());
+  }
+  if (whyNotShared(options_).empty()) {
+    auto r = DaemonRegistry::forDataset(options_, s3Credentials_ ? &*s3Credentials_ : nullptr);
+    if (r.isOk()) {
+      registry_.emplace(std::move(r).value());
+    } else {
+      spdlog::warn("other mounts of this dataset cannot join this daemon: {}",
+                   r.status().message());
+    }
   }
   return s;
 }
 
-// Raises the kernel's read-ahead for this mount (its backing_dev_info, named
-// by the mount's device number in /proc/self/mountinfo) to the largest FUSE
-// read, so sequential readers of shards send 1 MiB requests instead of 128 KiB
-// ones. Best effort: needs root.
-static void raiseKernelReadAhead(const std::string& mountpoint) {
-  for (const MountEntry& m : MountTable::read()) {
-    if (m.mountPoint != mountpoint) continue;
-    std::ofstream ra("/sys/class/bdi/" + m.device + "/read_ahead_kb");
-    ra << 1024;
-    if (!ra.flush()) spdlog::debug("cannot raise read_ahead_kb for {}", m.device);
-  }
-}
-
-const std::string& Daemon::initMessage() const {
-  static const std::string none;
-  return fuse_ ? fuse_->initMessage() : none;
+FuseServer::Config Daemon::fuseConfig() const {
+  FuseServer::Config fc;
+  fc.revalidateSeconds = options_.revalidateSeconds;
+  fc.threads = options_.threads;
+  fc.fsname = "epochfs";
+  fc.adminSocketPath = socketPath_;
+  fc.supervised = supervision_.has_value();
+  return fc;
 }
 
 std::string Daemon::namespaceFingerprint() const {
   return namespace_ ? fmt::format("{:016x}", namespace_->fingerprint()) : "";
 }
 
-void Daemon::stop(bool restart) {
-  stopRequested_.store(restart ? 2 : 1);  // before the mount: start() passes it on
-  if (FuseServer* f = mounted_.load()) f->requestStop(restart);
+Status Daemon::serveMount(const std::string& mountpoint, bool allowOther, const HeldMount* held) {
+  FuseServer::Config fc = fuseConfig();
+  fc.allowOther = allowOther;
+  if (held != nullptr) {
+    fc.adoptFd = held->fd;
+    fc.initMessage = held->initMessage;
+  }
+  auto server = std::make_unique<FuseServer>(fc, *namespace_, *cache_, *source_, prefetcher_.get());
+  Status s = server->mount(mountpoint);
+  if (!s.isOk()) return s;
+  // A new mount's connection goes to the supervisor before it serves: a
+  // worker that dies from here on is restarted with it.
+  if (held == nullptr && supervision_ && supervision_->sendMount) {
+    supervision_->sendMount({mountpoint, server->fuseFd(), server->initMessage()});
+  }
+  raiseKernelReadAhead(mountpoint);
+  return mounts_->add(mountpoint, std::move(server));
 }
 
+Status Daemon::join(const std::string& mountpoint, bool allowOther, const AdminCaller& caller) {
+  if (!registry_) return Status::unavailable("this daemon keeps its one mount");
+  // The daemon mounts in its own mount namespace: the caller must see the same.
+  auto nsOf = [](const std::string& pid) {
+    char buf[64] = {};
+    const ssize_t n = readlink(("/proc/" + pid + "/ns/mnt").c_str(), buf, sizeof buf - 1);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("?");
+  };
+  if (nsOf(std::to_string(caller.pid)) != nsOf("self")) {
+    return Status::unavailable("the caller is in another mount namespace");
+  }
+  if (mountpoint.empty() || mountpoint[0] != '/' || mountpoint.size() > 4096) {
+    return Status::invalidArgument("the mountpoint must be an absolute path");
+  }
+  std::lock_guard<std::mutex> lock(joinMu_);
+  if (mounts_->stopping()) return Status::unavailable("the daemon is stopping");
+  if (mounts_->serves(mountpoint)) {
+    return Status::invalidArgument(mountpoint + " is already mounted by this daemon");
+  }
+  Status s = serveMount(mountpoint, allowOther, nullptr);
+  if (s.isOk()) {
+    mounts_->start();
+    spdlog::info("{} joined: {} mount(s) of {}", mountpoint, mounts_->mountpoints().size(),
+                 options_.source);
+  }
+  return s;
+}
+
+void Daemon::publishShared() {
+  if (!registry_) return;
+  auto r = registry_->publish({socketPath_, getpid(), daemonShape(options_)});
+  if (!r.isOk()) {
+    spdlog::warn("other mounts of this dataset cannot join this daemon: {}", r.status().message());
+  } else if (!*r) {
+    spdlog::info("another daemon serves this dataset to the mounts that join it");
+    registry_.reset();
+  }
+}
+
+void Daemon::stop(bool restart) { mounts_->stop(restart); }
+
 int Daemon::run() {
-  raiseKernelReadAhead(options_.mountpoint);
-  int rc = fuse_->loop();
+  mounts_->start();
+  const int rc = mounts_->wait([this](const std::string& mountpoint) {
+    if (supervision_ && supervision_->sendUnmounted) supervision_->sendUnmounted(mountpoint);
+  });
   if (metricsHttp_) metricsHttp_->stop();
   admin_.stop();
-  fuse_->unmount();  // a no-op when supervised: the supervisor owns the mount
-  if (fuse_->restartRequested()) return kWorkerExitRestart;
-  // A stop (a signal read by StopSignals, `epochctl unmount`) or an unmount
-  // ends the loop with 0.
-  return rc == 0 ? 0 : 1;
+  // A restart's next worker serves the same mounts: it stays registered.
+  if (registry_ && rc != kWorkerExitRestart) registry_->withdraw(socketPath_);
+  // A stop (a signal read by StopSignals, `epochctl unmount`) or the last
+  // unmount ends the sessions with 0.
+  return rc;
 }
 
 }  // namespace epochfs::fusefs

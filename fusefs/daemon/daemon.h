@@ -22,9 +22,12 @@
 #include "fusefs/admin/admin_server.h"
 #include "fusefs/admin/metrics_http_server.h"
 #include "fusefs/daemon/allocator_trimmer.h"
+#include "fusefs/daemon/daemon_registry.h"
 #include "fusefs/daemon/memory_pressure_watcher.h"
 #include "fusefs/daemon/mount_options.h"
+#include "fusefs/daemon/mount_set.h"
 #include "fusefs/daemon/s3_dataset.h"
+#include "fusefs/daemon/supervisor_link.h"
 #include "fusefs/dataset_namespace.h"
 #include "fusefs/file_index.h"
 #include "fusefs/fuse_server.h"
@@ -42,11 +45,16 @@ class Daemon {
 
   // Running as a supervisor's worker (fusefs/daemon/supervisor.h); set before start().
   struct Supervision {
-    int adoptFd = -1;                 // a restart: the mount's /dev/fuse descriptor
-    std::string initMessage;          // a restart: the kernel's FUSE_INIT to replay
+    // A restart: every mount the supervisor holds (their descriptors and
+    // FUSE_INIT messages to replay); empty: mount the mountpoint afresh.
+    std::vector<HeldMount> resume;
     std::string expectedFingerprint;  // a restart: the first worker's namespace
     int namespaceFd = -1;  // a restart: the namespace image (owned; namespace_handover.h)
     std::function<void(int memfd)> sendNamespace;  // hands a namespace image to the supervisor
+    // Hands a new mount's descriptor to the supervisor (the first, a joined one).
+    std::function<void(const HeldMount&)> sendMount;
+    // A mount went away while others still serve: the supervisor lets go of it.
+    std::function<void(const std::string& mountpoint)> sendUnmounted;
   };
   void setSupervision(Supervision s) { supervision_ = std::move(s); }
   // An s3:// source: the credentials main() resolved (nullopt: unsigned) and
@@ -67,10 +75,11 @@ class Daemon {
   // (`restart`: as the supervisor's SIGUSR2); any thread, any time.
   void stop(bool restart);
 
-  // After start(), supervised only: what the supervisor keeps of the mount.
-  int fuseFd() const { return fuse_ ? fuse_->fuseFd() : -1; }
-  const std::string& initMessage() const;
   std::string namespaceFingerprint() const;
+  // After start(): lets later mounts of this dataset join this daemon (the
+  // registry entry; fusefs/daemon/daemon_registry.h), unless its options
+  // keep it to itself (whyNotShared) or another live daemon is registered.
+  void publishShared();
   // Supervised: hands the live namespace to the supervisor (after start(),
   // unless it came from the supervisor; after each refresh that changed it).
   void publishNamespace();
@@ -96,6 +105,12 @@ class Daemon {
   cache::Result<DatasetNamespace> snapshotSource();
   // A restart's handed-over namespace if usable, else snapshotSource().
   cache::Result<DatasetNamespace> loadNamespace();
+  // The FUSE settings every mount of this daemon shares.
+  FuseServer::Config fuseConfig() const;
+  // Mounts `mountpoint` (or resumes `held`'s descriptor) and adds it to mounts_.
+  cache::Status serveMount(const std::string& mountpoint, bool allowOther, const HeldMount* held);
+  // The admin `join` command: one more mountpoint of this dataset.
+  cache::Status join(const std::string& mountpoint, bool allowOther, const AdminCaller& caller);
 
   MountOptions options_;
   std::optional<Supervision> supervision_;
@@ -128,13 +143,15 @@ class Daemon {
   // Declared after cluster_: they end, waiting for calls in progress, before
   // it goes.
   cache::Lease peersLease_, ownershipLease_;
-  // --push-page-cache: outlives prefetcher_ (closed before fuse_ goes).
+  // --push-page-cache: outlives prefetcher_ (closed before mounts_ goes).
   std::unique_ptr<KernelPagePusher> pusher_;
   std::unique_ptr<prefetch::Prefetcher> prefetcher_;
   cache::Lease advisorLease_;  // prefetcher_ lent to ram_ (EvictionAdvisor); ends before it goes
-  std::unique_ptr<FuseServer> fuse_;
-  std::atomic<FuseServer*> mounted_{nullptr};  // fuse_ once mounted, for stop() from admin threads
-  std::atomic<int> stopRequested_{0};          // 1: stop, 2: restart (stop() before the mount)
+  // Every mount this daemon serves: the first, and those that joined.
+  std::unique_ptr<MountSet> mounts_ = std::make_unique<MountSet>();
+  std::mutex joinMu_;  // one join at a time
+  std::string socketPath_;
+  std::optional<DaemonRegistry> registry_;  // set when other mounts may join
   // Zero-change mode: built in the background after the mount.
   void setUpTorchOrder();
   std::unique_ptr<prefetch::TorchOrderFollower> followerOwner_;

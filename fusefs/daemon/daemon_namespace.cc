@@ -48,7 +48,7 @@ cache::Result<DatasetNamespace> Daemon::loadNamespace() {
     }
     spdlog::warn("restart: the namespace handed over is not usable ({}); {} the source again",
                  ns.status().message(), s3_ ? "listing" : "walking");
-  } else if (supervision_ && supervision_->adoptFd >= 0) {
+  } else if (supervision_ && !supervision_->resume.empty()) {
     spdlog::warn("restart: no namespace handed over; {} the source again",
                  s3_ ? "listing" : "walking");
   }
@@ -70,7 +70,8 @@ void Daemon::publishNamespace() {
 
 void Daemon::namespaceRefreshed(const RefreshReport& r) {
   if (fileIndex_) fileIndex_->catchUp();  // files a refresh added
-  if (FuseServer* f = mounted_.load()) f->dropKernelEntries(r.goneEntries, r.staleInodes);
+  // Every mount's kernel holds its own entries and pages.
+  mounts_->forEach([&](FuseServer& f) { f.dropKernelEntries(r.goneEntries, r.staleInodes); });
   publishNamespace();
 }
 

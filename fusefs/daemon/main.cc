@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "fusefs/daemon/daemon.h"
+#include "fusefs/daemon/daemon_registry.h"
 #include "fusefs/daemon/memory_limit.h"
 #include "fusefs/daemon/mount_options.h"
 #include "fusefs/daemon/mountpoint_check.h"
@@ -113,6 +114,41 @@ epochfs::cache::Result<ResolvedCredentials> s3Credentials(const MountOptions& o,
   return r;
 }
 
+// A second mount of a dataset a daemon of this user already serves: that
+// daemon mounts it too (fusefs/daemon/daemon_registry.h). Returns the exit
+// code when joined (or failed); nullopt: start a daemon of this mount's own,
+// `registry` then holding the start lock when others may join it, and
+// `reason` saying why a running daemon was not joined.
+std::optional<int> joinRunningDaemon(const MountOptions& o,
+                                     const std::optional<ResolvedCredentials>& s3,
+                                     std::optional<epochfs::fusefs::DaemonRegistry>* registry,
+                                     std::string* reason) {
+  using epochfs::fusefs::DaemonRegistry;
+  const auto* credentials = s3 && s3->credentials ? &*s3->credentials : nullptr;
+  auto r = DaemonRegistry::forDataset(o, credentials);
+  if (!r.isOk()) return std::nullopt;  // no registry: every mount has its own daemon
+  const std::string notShared = epochfs::fusefs::whyNotShared(o);
+  if (!notShared.empty()) {
+    if (!o.ownDaemon && r->read()) *reason = notShared;
+    return std::nullopt;
+  }
+  if (!r->lockStart().isOk()) return std::nullopt;
+  if (auto live = r->read()) {
+    const std::string differs =
+        epochfs::fusefs::shapeDifference(epochfs::fusefs::daemonShape(o), live->shape);
+    if (differs.empty()) {
+      auto joined = DaemonRegistry::join(*live, o.mountpoint, o.allowOther);
+      if (joined.isOk()) return 0;
+      *reason = "the daemon serving it (pid " + std::to_string(live->pid) +
+                ") did not take this mount: " + joined.message();
+    } else {
+      *reason = differs;
+    }
+  }
+  registry->emplace(std::move(r).value());
+  return std::nullopt;
+}
+
 // A supervisor's worker: serves the mount (mounting it, or resuming the one
 // the supervisor holds) and reports to the supervisor instead of a pipe.
 int runWorker(const MountOptions& options, epochfs::fusefs::SupervisorLink& link,
@@ -124,11 +160,12 @@ int runWorker(const MountOptions& options, epochfs::fusefs::SupervisorLink& link
   epochfs::fusefs::StopSignals signals(true, [&daemon](bool restart) { daemon.stop(restart); });
   if (s3) daemon.setS3Credentials(std::move(s3->credentials), s3->origin, s3->file);
   Daemon::Supervision sup;
-  sup.adoptFd = link.fuseFd();
-  sup.initMessage = link.initMessage();
+  sup.resume = link.resume();
   sup.expectedFingerprint = link.expectedFingerprint();
   sup.namespaceFd = link.takeNamespaceFd();
   sup.sendNamespace = [&link](int memfd) { link.sendNamespace(memfd); };
+  sup.sendMount = [&link](const epochfs::fusefs::HeldMount& m) { link.sendMount(m); };
+  sup.sendUnmounted = [&link](const std::string& mnt) { link.sendUnmounted(mnt); };
   daemon.setSupervision(std::move(sup));
   auto started = daemon.start();
   if (!started.isOk()) {
@@ -137,7 +174,6 @@ int runWorker(const MountOptions& options, epochfs::fusefs::SupervisorLink& link
     link.sendError(started.message());
     return daemon.namespaceChanged() ? epochfs::fusefs::kWorkerExitNamespaceChanged : 1;
   }
-  if (!link.restarted()) link.sendFuse(daemon.fuseFd(), daemon.initMessage());
   // The caller's stdio is released before "ready" lets the epochfs command return.
   if (!options.foreground) {
     if (chdir("/") != 0) spdlog::warn("chdir / failed");
@@ -146,6 +182,7 @@ int runWorker(const MountOptions& options, epochfs::fusefs::SupervisorLink& link
   // Before "ready": once the mount is up, the supervisor can restart a worker
   // from it (one that adopted its namespace has nothing new to hand over).
   if (daemon.namespaceSource() != "handed over") daemon.publishNamespace();
+  daemon.publishShared();  // before "ready": a mount waiting on the start lock then joins
   link.sendReady(daemon.namespaceFingerprint());
   spdlog::info("{} {} on {} (pid {}, namespace: {})", link.restarted() ? "resumed" : "mounted",
                options.source, options.mountpoint, getpid(), daemon.namespaceSource());
@@ -186,6 +223,9 @@ int main(int argc, char** argv) {
     return runWorker(options, *link, std::move(s3));
   }
   if (auto s = epochfs::fusefs::checkMountable(options); !s.isOk()) return fail(s.message());
+  std::optional<epochfs::fusefs::DaemonRegistry> registry;
+  std::string ownDaemonReason;  // printed once this mount's own daemon serves
+  if (auto joined = joinRunningDaemon(options, s3, &registry, &ownDaemonReason)) return *joined;
   raiseFileLimit();
 
   // Daemon mode: the child does all the work (threads start after fork) and
@@ -201,10 +241,15 @@ int main(int argc, char** argv) {
       char buf[512];
       ssize_t n;
       while ((n = read(ready[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
-      if (msg == "ok") return 0;
-      return fail(msg.empty() ? "the daemon exited during start-up" : msg);
+      if (msg != "ok") return fail(msg.empty() ? "the daemon exited during start-up" : msg);
+      if (!ownDaemonReason.empty()) {
+        std::fprintf(stderr, "epochfs: %s: own daemon: %s\n", options.source.c_str(),
+                     ownDaemonReason.c_str());
+      }
+      return 0;  // the start lock goes with this process: a waiting mount now joins
     }
     close(ready[0]);
+    if (registry) registry->closeInherited();  // the parent holds the start lock
     setsid();
   }
 
@@ -232,6 +277,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   spdlog::info("mounted {} on {}", options.source, options.mountpoint);
+  daemon.publishShared();
   sd_notify(0, "READY=1");  // --no-supervisor under systemd: this is the main process
   if (!options.foreground) {
     ssize_t w = write(ready[1], "ok", 2);

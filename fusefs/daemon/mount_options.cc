@@ -209,6 +209,8 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
   bool noSupervisor = false;
   app.add_flag("--no-supervisor", noSupervisor,
                "One process: no restart of a killed daemon, no upgrade in place");
+  app.add_flag("--own-daemon", o.ownDaemon,
+               "Never share a daemon with other mounts of the same dataset");
   app.add_option("--ram-cache", ramCache,
                  "RAM tier size (default 25% of the memory limit: cgroup limit or MemTotal)");
   app.add_option("--cache-dir", o.cacheDir, "Directory for the disk tier (default: none)");

@@ -42,6 +42,9 @@ struct MountOptions {
   // A supervisor process keeps the mount and restarts a killed daemon
   // (docs/RELIABILITY.md "Recovering a mount"); false: --no-supervisor.
   bool supervise = true;
+  // --own-daemon: never join a daemon that serves the same dataset, nor let
+  // other mounts join this one (fusefs/daemon/daemon_registry.h).
+  bool ownDaemon = false;
   uint64_t ramCacheBytes = 0;  // resolved (default: 25% of memoryLimitBytes)
   // The memory limit the defaults derive from (fusefs/daemon/memory_limit.h): the
   // daemon's cgroup limit or MemTotal, and the file that set it ("MemTotal").

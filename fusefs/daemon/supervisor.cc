@@ -81,9 +81,10 @@ Supervisor::Supervisor(const MountOptions& options, std::vector<std::string> arg
 
 Supervisor::~Supervisor() {
   explicit_bzero(handoff_.data(), handoff_.size());
-  for (int fd : {cwdFd_, signalFd_, channel_, fuseFd_, readyFd_, namespaceFd_}) {
+  for (int fd : {cwdFd_, signalFd_, channel_, readyFd_, namespaceFd_}) {
     if (fd >= 0) close(fd);
   }
+  for (const HeldMount& m : mounts_) close(m.fd);
 }
 
 int Supervisor::run() {
@@ -142,7 +143,7 @@ bool Supervisor::spawnWorker() {
   std::vector<char*> argv;
   for (auto& a : argv_) argv.push_back(a.data());
   argv.push_back(nullptr);
-  const std::string hexInit = toHex(initMessage_);
+  const std::string held = encodeHeldMounts(mounts_);
   const pid_t pid = fork();
   if (pid < 0) {
     close(sv[0]);
@@ -156,10 +157,9 @@ bool Supervisor::spawnWorker() {
     if (cwdFd_ >= 0 && fchdir(cwdFd_) != 0) _exit(127);
     fcntl(sv[1], F_SETFD, 0);
     setenv(kEnvChannel, std::to_string(sv[1]).c_str(), 1);
-    if (fuseFd_ >= 0) {
-      fcntl(fuseFd_, F_SETFD, 0);
-      setenv(kEnvFuseFd, std::to_string(fuseFd_).c_str(), 1);
-      setenv(kEnvFuseInit, hexInit.c_str(), 1);
+    if (!mounts_.empty()) {
+      for (const HeldMount& m : mounts_) fcntl(m.fd, F_SETFD, 0);
+      setenv(kEnvMounts, held.c_str(), 1);
       setenv(kEnvFingerprint, fingerprint_.c_str(), 1);
       setenv(kEnvResumeMountpoint, options_.mountpoint.c_str(), 1);
       if (namespaceFd_ >= 0) {
@@ -186,7 +186,7 @@ bool Supervisor::spawnWorker() {
   channel_ = sv[0];
   worker_ = pid;
   spdlog::info("supervisor: started worker pid {} ({})", pid,
-               fuseFd_ >= 0 ? "resuming the mount" : "mounting");
+               mounts_.empty() ? "mounting" : "resuming the mounts");
   return true;
 }
 
@@ -219,10 +219,24 @@ void Supervisor::readChannel() {
     const size_t nl = text.find('\n');
     const std::string kind = text.substr(0, nl);
     const std::string payload = nl == std::string::npos ? "" : text.substr(nl + 1);
-    if (kind == "fuse" && fd >= 0 && fuseFd_ < 0) {
-      fuseFd_ = fd;
-      initMessage_ = fromHex(payload);
-      fd = -1;
+    if (kind == "mount" && fd >= 0) {
+      const size_t sep = payload.find('\n');
+      HeldMount m{fromHex(payload.substr(0, sep)), fd,
+                  sep == std::string::npos ? "" : fromHex(payload.substr(sep + 1))};
+      if (!m.mountpoint.empty() && !m.initMessage.empty()) {
+        spdlog::info("supervisor: holds {} ({} mount(s))", m.mountpoint, mounts_.size() + 1);
+        mounts_.push_back(std::move(m));
+        fd = -1;
+      }
+    } else if (kind == "unmounted") {
+      const std::string mnt = fromHex(payload);
+      for (auto it = mounts_.begin(); it != mounts_.end(); ++it) {
+        if (it->mountpoint != mnt) continue;
+        close(it->fd);  // its connection ended with the unmount
+        mounts_.erase(it);
+        spdlog::info("supervisor: {} went away; {} mount(s) held", mnt, mounts_.size());
+        break;
+      }
     } else if (kind == "namespace" && fd >= 0) {
       // Only a sealed memfd: its contents cannot change after the check.
       constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
@@ -245,7 +259,7 @@ void Supervisor::readChannel() {
         // unit's main process; without NOTIFY_SOCKET this does nothing.
         sd_notifyf(0, "READY=1\nSTATUS=serving %s", options_.mountpoint.c_str());
       } else {
-        spdlog::info("supervisor: worker pid {} serves {} again", worker_, options_.mountpoint);
+        spdlog::info("supervisor: worker pid {} serves {} mount(s) again", worker_, mounts_.size());
         sd_notifyf(0, "STATUS=serving %s (worker restarted)", options_.mountpoint.c_str());
       }
     } else if (kind == "error") {
@@ -315,14 +329,16 @@ void Supervisor::reportStart(const std::string& message) {
 }
 
 void Supervisor::unmountAndClose() {
-  if (fuseFd_ >= 0) {
+  for (const HeldMount& m : mounts_) {
     // POLLERR: the connection is already gone (unmounted, or aborted).
-    pollfd p{fuseFd_, 0, 0};
+    pollfd p{m.fd, 0, 0};
     const bool gone = poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0;
-    if (!gone) lazyUnmount(options_.mountpoint);
-    close(fuseFd_);
-    fuseFd_ = -1;
-  } else if (isEpochfsMount(options_.mountpoint)) {
+    if (!gone) lazyUnmount(m.mountpoint);
+    close(m.fd);
+  }
+  if (!mounts_.empty()) {
+    mounts_.clear();
+  } else if (!served_ && isEpochfsMount(options_.mountpoint)) {
     lazyUnmount(options_.mountpoint);  // a worker that died between mount and hand-over
   }
   if (!served_ && startError_.empty()) reportStart("the daemon exited during start-up");

@@ -1,13 +1,15 @@
 // Supervisor: the parent process of an epochfs mount (the default; off with
 // --no-supervisor). It runs the daemon proper as a child process, the
-// "worker" (this binary, executed again), and keeps a copy of the mount's
-// /dev/fuse descriptor, so the kernel connection outlives the worker:
+// "worker" (this binary, executed again), and keeps a copy of each mount's
+// /dev/fuse descriptor (the first, and every mount that joined the worker
+// later: docs/ARCHITECTURE.md "One daemon, several mounts"), so the kernel
+// connections outlive the worker:
 // - the worker is killed or crashes: a new worker is started on the same
 //   descriptor; readers wait instead of seeing ENOTCONN;
 // - the worker exits with kWorkerExitRestart (`epochctl upgrade`, or SIGUSR2
 //   to the supervisor): the binary on disk is started again, same mount;
-// - the worker exits 0 (unmounted, SIGTERM, `epochctl unmount`), or
-//   SIGTERM/SIGINT/SIGHUP reach the supervisor: it unmounts and exits.
+// - the worker exits 0 (every mount gone, SIGTERM, `epochctl unmount`), or
+//   SIGTERM/SIGINT/SIGHUP reach the supervisor: it unmounts them and exits.
 // Each worker hands over its namespace (a sealed memfd, kept, the latest
 // only) and a restarted one gets it, so it serves without walking or listing
 // the source again.
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "fusefs/daemon/mount_options.h"
+#include "fusefs/daemon/supervisor_link.h"
 
 namespace epochfs::fusefs {
 
@@ -56,9 +59,8 @@ class Supervisor {
   int cwdFd_ = -1;  // workers start where epochfs was started (relative paths)
   int readyFd_;
   int signalFd_ = -1;
-  int channel_ = -1;  // supervisor's end of the current worker's socket
-  int fuseFd_ = -1;   // our copy of the mount's /dev/fuse descriptor
-  std::string initMessage_;
+  int channel_ = -1;               // supervisor's end of the current worker's socket
+  std::vector<HeldMount> mounts_;  // our copies of the mounts' /dev/fuse descriptors
   std::string handoff_;
   std::string fingerprint_;  // of the first worker's namespace
   int namespaceFd_ = -1;     // the latest namespace image (sealed memfd), for the next worker

@@ -54,22 +54,58 @@ std::string fromHex(const std::string& hex) {
   return out;
 }
 
+std::string encodeHeldMounts(const std::vector<HeldMount>& mounts) {
+  std::string out;
+  for (const HeldMount& m : mounts) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(m.fd);
+    out += ':';
+    out += toHex(m.mountpoint);
+    out += ':';
+    out += toHex(m.initMessage);
+  }
+  return out;
+}
+
+std::vector<HeldMount> decodeHeldMounts(const std::string& text) {
+  std::vector<HeldMount> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find(',', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(at, end - at);
+    at = end + 1;
+    const size_t a = item.find(':');
+    const size_t b = a == std::string::npos ? a : item.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    char* stop = nullptr;
+    const long fd = std::strtol(item.c_str(), &stop, 10);
+    HeldMount m{fromHex(item.substr(a + 1, b - a - 1)), static_cast<int>(fd),
+                fromHex(item.substr(b + 1))};
+    if (stop != item.c_str() + a || fd < 0 || m.mountpoint.empty() || m.initMessage.empty() ||
+        fcntl(m.fd, F_GETFD) < 0) {
+      continue;
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 std::unique_ptr<SupervisorLink> SupervisorLink::fromEnvironment() {
   const int channel = envFd(kEnvChannel);
   if (channel < 0) return nullptr;
   std::unique_ptr<SupervisorLink> link(new SupervisorLink());
   link->channel_ = channel;
   fcntl(channel, F_SETFD, FD_CLOEXEC);
-  link->fuseFd_ = envFd(kEnvFuseFd);
-  if (link->fuseFd_ >= 0) fcntl(link->fuseFd_, F_SETFD, FD_CLOEXEC);
-  link->initMessage_ = fromHex(envString(kEnvFuseInit));
+  link->resume_ = decodeHeldMounts(envString(kEnvMounts));
+  for (const HeldMount& m : link->resume_) fcntl(m.fd, F_SETFD, FD_CLOEXEC);
   link->fingerprint_ = envString(kEnvFingerprint);
   link->handoffFd_ = envFd(kEnvHandoff);
   if (link->handoffFd_ >= 0) fcntl(link->handoffFd_, F_SETFD, FD_CLOEXEC);
   link->namespaceFd_ = envFd(kEnvNamespaceFd);
   if (link->namespaceFd_ >= 0) fcntl(link->namespaceFd_, F_SETFD, FD_CLOEXEC);
-  for (const char* name : {kEnvChannel, kEnvFuseFd, kEnvFuseInit, kEnvFingerprint,
-                           kEnvResumeMountpoint, kEnvHandoff, kEnvNamespaceFd}) {
+  for (const char* name : {kEnvChannel, kEnvMounts, kEnvFingerprint, kEnvResumeMountpoint,
+                           kEnvHandoff, kEnvNamespaceFd}) {
     unsetenv(name);
   }
   return link;
@@ -120,8 +156,16 @@ void SupervisorLink::send(const std::string& message, int fd) {
   (void)sendmsg(channel_, &msg, MSG_NOSIGNAL);
 }
 
-void SupervisorLink::sendFuse(int fuseFd, const std::string& initMessage) {
-  send("fuse\n" + toHex(initMessage), fuseFd);
+void SupervisorLink::sendMount(const HeldMount& m) {
+  std::string text = "mount\n";
+  text += toHex(m.mountpoint);
+  text += '\n';
+  text += toHex(m.initMessage);
+  send(text, m.fd);
+}
+
+void SupervisorLink::sendUnmounted(const std::string& mountpoint) {
+  send("unmounted\n" + toHex(mountpoint));
 }
 
 void SupervisorLink::sendNamespace(int memfd) { send("namespace", memfd); }

@@ -1,8 +1,10 @@
 // SupervisorLink: the worker's side of the supervisor protocol
 // (docs/ARCHITECTURE.md "Processes"). The supervisor starts each worker with
 // the environment variables below; the worker reports over a SOCK_SEQPACKET
-// socket: "fuse" + its /dev/fuse descriptor (SCM_RIGHTS) and the kernel's
-// FUSE_INIT message, once mounted; "namespace" + its namespace as a sealed
+// socket: "mount" + a mount's /dev/fuse descriptor (SCM_RIGHTS), its
+// mountpoint and the kernel's FUSE_INIT message, once mounted (the first
+// mount, and each that joins later); "unmounted" + a mountpoint that went
+// away while others still serve; "namespace" + its namespace as a sealed
 // memfd (SCM_RIGHTS; fusefs/namespace_image.h) before "ready" and after each
 // refresh that changed it; "ready" + its namespace fingerprint once serving;
 // "error" + a one-line reason if start-up fails.
@@ -11,6 +13,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace epochfs::fusefs {
 
@@ -19,8 +22,8 @@ inline constexpr int kWorkerExitRestart = 75;           // upgrade: start the bi
 inline constexpr int kWorkerExitNamespaceChanged = 76;  // source changed: cannot resume
 // Environment of a worker.
 inline constexpr const char* kEnvChannel = "EPOCHFS_SUPERVISOR_FD";
-inline constexpr const char* kEnvFuseFd = "EPOCHFS_FUSE_FD";            // restarts only
-inline constexpr const char* kEnvFuseInit = "EPOCHFS_FUSE_INIT";        // hex, restarts only
+// Restarts only: every mount the supervisor holds (encodeHeldMounts).
+inline constexpr const char* kEnvMounts = "EPOCHFS_MOUNTS";
 inline constexpr const char* kEnvFingerprint = "EPOCHFS_NAMESPACE_FP";  // restarts only
 // Restarts only: the canonical mountpoint, read by parseMountOptions instead
 // of resolving the path (a stat() of the mount would wait for this worker).
@@ -32,6 +35,16 @@ inline constexpr const char* kEnvNamespaceFd = "EPOCHFS_NAMESPACE_FD";
 // S3 mount's credentials): the supervisor writes it for every worker it starts.
 inline constexpr const char* kEnvHandoff = "EPOCHFS_HANDOFF_FD";
 
+// One mount's kernel connection, as the supervisor keeps it for the next worker.
+struct HeldMount {
+  std::string mountpoint;
+  int fd = -1;              // its /dev/fuse descriptor
+  std::string initMessage;  // the kernel's FUSE_INIT, replayed by the next worker
+};
+// "FD:HEX(MOUNTPOINT):HEX(INIT)" joined by ','; decode drops malformed entries.
+std::string encodeHeldMounts(const std::vector<HeldMount>& mounts);
+std::vector<HeldMount> decodeHeldMounts(const std::string& text);
+
 class SupervisorLink {
  public:
   // The link of a worker started by a supervisor, or null in a plain process.
@@ -39,16 +52,18 @@ class SupervisorLink {
   static std::unique_ptr<SupervisorLink> fromEnvironment();
   ~SupervisorLink();
 
-  bool restarted() const { return fuseFd_ >= 0; }
-  int fuseFd() const { return fuseFd_; }  // -1: mount yourself
-  const std::string& initMessage() const { return initMessage_; }
+  bool restarted() const { return !resume_.empty(); }
+  // A restart: the mounts to serve (their descriptors are this process's).
+  const std::vector<HeldMount>& resume() const { return resume_; }
   const std::string& expectedFingerprint() const { return fingerprint_; }  // "" if none
   // The bytes on the hand-off pipe ("" without one); reads it once and closes it.
   std::string takeHandoff();
   // The namespace image's memfd (-1: none); the caller owns it from then on.
   int takeNamespaceFd();
 
-  void sendFuse(int fuseFd, const std::string& initMessage);
+  // Also called from an admin thread (a join), as sendNamespace.
+  void sendMount(const HeldMount& m);
+  void sendUnmounted(const std::string& mountpoint);
   // `memfd`: a sealed namespace image; the link does not close it. Also
   // called from an admin thread (refresh): one sendmsg per message.
   void sendNamespace(int memfd);
@@ -60,10 +75,9 @@ class SupervisorLink {
   void send(const std::string& message, int fd = -1);
 
   int channel_ = -1;
-  int fuseFd_ = -1;
+  std::vector<HeldMount> resume_;
   int handoffFd_ = -1;
   int namespaceFd_ = -1;
-  std::string initMessage_;
   std::string fingerprint_;
 };
 

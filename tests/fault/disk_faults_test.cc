@@ -316,7 +316,9 @@ TEST_F(DiskFaultTest, SecondDaemonRefusedAndLockReclaimedAfterKill) {
 
   std::string mnt2 = root_ + "/mnt2";
   ASSERT_EQ(mkdir(mnt2.c_str(), 0755), 0);
-  auto r2 = mountAt(src_, mnt2, opts(), 30);
+  auto own = opts();
+  own.push_back("--own-daemon");  // not a mount joining the running daemon
+  auto r2 = mountAt(src_, mnt2, own, 30);
   EXPECT_NE(r2.exitCode, 0) << "a second daemon started on a locked cache dir: " << r2.describe();
   EXPECT_TRUE(oneEpochfsLine(r2, {"lock", "in use", "busy", "another", "cache"}));
   EXPECT_FALSE(isMounted(mnt2));

@@ -143,7 +143,8 @@ class MountTest : public ::testing::Test {
   ProcResult mountAt(const std::string& src, const std::string& mnt,
                      const std::vector<std::string>& extra, double timeoutSec = 60,
                      const SpawnOptions& opts = {});
-  // Unmounts and waits (10 s) for its daemon to exit; false on failure.
+  // Unmounts and waits (10 s) for its daemon to exit, unless the daemon
+  // still serves another recorded mount (a shared daemon); false on failure.
   bool unmount(const std::string& mnt);
   bool unmount() { return unmount(mnt_); }
   // Wait status of the daemon that served `mnt` after unmount(mnt), if known.

@@ -42,6 +42,7 @@ CMD_ORDER_COMMIT = "order_commit"
 CMD_ORDER_CLEAR = "order_clear"
 CMD_CHUNK_SHARDS = "chunk_shards"
 CMD_SCHEMA = "schema"
+CMD_JOIN = "join"  # sent by the epochfs command when a mount joins a running daemon
 
 # The counters the clients read, as fusefs/admin_counters.h names them (its kStatus*/kStats*
 # constants; CTest admin-command-names keeps the two equal, the golden test

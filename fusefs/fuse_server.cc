@@ -293,7 +293,7 @@ void FuseServer::onOpen(FuseReply& reply, fuse_ino_t ino, fuse_file_info* fi) {
   if (config_.revalidateSeconds == 0) {
     // --push-page-cache=on, immutable snapshot: the open tells the
     // prefetcher where the reader is; the kernel keeps (pushed) pages.
-    if (prefetcher_ != nullptr) prefetcher_->onOpen(ns_.fileId(ino));
+    if (prefetcher_ != nullptr) prefetcher_->onOpen(ns_.fileId(ino), config_.job);
     fi->keep_cache = 1;
     return (void)reply.open(*fi);
   }
@@ -305,7 +305,8 @@ void FuseServer::onOpen(FuseReply& reply, fuse_ino_t ino, fuse_file_info* fi) {
   const bool dropPages =
       changed || (stalePages_ && stalePages_->at(ino).exchange(false, std::memory_order_acq_rel));
   if (ns_.attr(ino).gone) return (void)reply.err(ENOENT);
-  if (prefetcher_ != nullptr && S_ISREG(ns_.attr(ino).mode)) prefetcher_->onOpen(ns_.fileId(ino));
+  if (prefetcher_ != nullptr && S_ISREG(ns_.attr(ino).mode))
+    prefetcher_->onOpen(ns_.fileId(ino), config_.job);
   // Pin this open to the version it saw: its reads never mix versions.
   {
     std::lock_guard<std::mutex> lock(opensMu_);
@@ -379,7 +380,7 @@ void FuseServer::onRead(FuseReply& reply, fuse_ino_t ino, size_t size, off_t off
     worst = std::max(worst, tier);
   }
   if (prefetcher_ != nullptr) {
-    prefetcher_->onRead(id.fileId, offset, end - offset, worst);
+    prefetcher_->onRead(id.fileId, offset, end - offset, worst, config_.job);
     if (lastChunk_ && id.size > cs) maybeReadAhead(ino, id, first, last);
   }
   cache_.stats().readRequests.fetch_add(1, std::memory_order_relaxed);

@@ -55,6 +55,9 @@ class FuseServer {
     // the first worker) so libfuse negotiates the same connection.
     int adoptFd = -1;
     std::string initMessage;
+    // The job its reads and opens count for in the prefetcher (AccessPlan::
+    // job): this mount's number in a daemon that serves several.
+    uint32_t job = 0;
   };
 
   // `prefetcher` (may be null) is told of every read, to track the readers'

@@ -4,8 +4,9 @@
 
 namespace epochfs::prefetch {
 
-AccessPlan::AccessPlan(int64_t epoch, int rank, uint64_t start, std::vector<PlanEntry> entries)
-    : epoch_(epoch), rank_(rank), start_(start), entries_(std::move(entries)) {
+AccessPlan::AccessPlan(int64_t epoch, int rank, uint64_t start, std::vector<PlanEntry> entries,
+                       uint32_t job)
+    : epoch_(epoch), rank_(rank), job_(job), start_(start), entries_(std::move(entries)) {
   positions_.reserve(entries_.size());
   cumBytes_.reserve(entries_.size() + 1);
   cumBytes_.push_back(0);

@@ -2,8 +2,11 @@
 // dataset in one epoch. An entry is a whole file or a byte range of one (for
 // record formats: LMDB, HDF5, Parquet, WebDataset shards). A plan may start at
 // position `start` to resume mid-epoch after a checkpoint: entries before it
-// are known but not expected to be read. Immutable once built; shared by
-// reference between the admin thread and the prefetcher.
+// are known but not expected to be read. A plan belongs to one job: the
+// mount it was registered through when several mounts share a daemon (0 for a
+// daemon's only mount); reads through a mount advance only its job's plans.
+// Immutable once built; shared by reference between the admin thread and the
+// prefetcher.
 #pragma once
 
 #include <cstdint>
@@ -34,10 +37,12 @@ inline bool isWholeFile(const PlanEntry& e) { return e.offset == 0 && e.length >
 
 class AccessPlan {
  public:
-  AccessPlan(int64_t epoch, int rank, uint64_t start, std::vector<PlanEntry> entries);
+  AccessPlan(int64_t epoch, int rank, uint64_t start, std::vector<PlanEntry> entries,
+             uint32_t job = 0);
 
   int64_t epoch() const { return epoch_; }
   int rank() const { return rank_; }
+  uint32_t job() const { return job_; }
   uint64_t start() const { return start_; }
   size_t size() const { return entries_.size(); }
   const PlanEntry& at(size_t pos) const { return entries_[pos]; }
@@ -52,6 +57,7 @@ class AccessPlan {
  private:
   int64_t epoch_;
   int rank_;
+  uint32_t job_;
   uint64_t start_;
   std::vector<PlanEntry> entries_;
   uint64_t totalBytes_ = 0;

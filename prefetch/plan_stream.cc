@@ -70,6 +70,7 @@ StreamStats PlanStream::stats() const {
   StreamStats st;
   st.epoch = plan_->epoch();
   st.rank = plan_->rank();
+  st.job = plan_->job();
   st.length = plan_->size();
   st.start = plan_->start();
   st.consumed = consumed_.load();

@@ -24,6 +24,7 @@ namespace epochfs::prefetch {
 struct StreamStats {
   int64_t epoch = 0;
   int rank = 0;
+  uint32_t job = 0;     // the mount the plan was registered through
   uint64_t length = 0;  // plan entries
   uint64_t start = 0;
   uint64_t position = 0;   // start + consumed entries

@@ -11,7 +11,7 @@ std::shared_ptr<PlanStream> PlanTracker::set(std::shared_ptr<const AccessPlan> p
     std::lock_guard<std::mutex> lock(streamsMu_);
     auto next = std::make_shared<Streams>();
     for (const auto& s : *streams_) {
-      if (s->plan().rank() != stream->plan().rank()) {
+      if (s->plan().rank() != stream->plan().rank() || s->plan().job() != stream->plan().job()) {
         next->push_back(s);
       } else {
         s->expire();
@@ -20,14 +20,21 @@ std::shared_ptr<PlanStream> PlanTracker::set(std::shared_ptr<const AccessPlan> p
     next->push_back(stream);
     replace(std::move(next));
   }
-  offPlanStreak_.store(0);
+  offPlanStreak_[stream->plan().job() % kJobSlots].store(0);
   return stream;
 }
 
-void PlanTracker::clear() {
+void PlanTracker::clear(std::optional<uint32_t> job) {
   std::lock_guard<std::mutex> lock(streamsMu_);
-  for (const auto& s : *streams_) s->expire();
-  replace(std::make_shared<Streams>());
+  auto next = std::make_shared<Streams>();
+  for (const auto& s : *streams_) {
+    if (job && s->plan().job() != *job) {
+      next->push_back(s);
+    } else {
+      s->expire();
+    }
+  }
+  replace(std::move(next));
 }
 
 void PlanTracker::remove(const std::shared_ptr<PlanStream>& stream) {
@@ -50,13 +57,15 @@ std::shared_ptr<const PlanTracker::Streams> PlanTracker::streams() const {
   return streams_;
 }
 
-PlanTracker::Match PlanTracker::nearest(uint64_t fileId, const Eligible& eligible) const {
+PlanTracker::Match PlanTracker::nearest(uint64_t fileId, const Eligible& eligible,
+                                        std::optional<uint32_t> job) const {
   Match best;
   best.distance = UINT64_MAX;
   // Held in a local: `for (x : *streams())` would free the list before the
   // loop body runs (the temporary shared_ptr dies with the range's init).
   const auto list = streams();
   for (const auto& s : *list) {
+    if (job && s->plan().job() != *job) continue;
     const auto* positions = s->plan().positionsOf(fileId);
     if (positions == nullptr) continue;
     best.planned = true;
@@ -76,12 +85,13 @@ uint64_t PlanTracker::nextUse(uint64_t fileId) const {
   return m.stream ? m.distance : cache::EvictionAdvisor::kNever;
 }
 
-bool PlanTracker::offPlan(bool planned) {
+bool PlanTracker::offPlan(bool planned, uint32_t job) {
+  std::atomic<uint64_t>& streak = offPlanStreak_[job % kJobSlots];
   if (planned) {
-    offPlanStreak_.store(0, std::memory_order_relaxed);
+    streak.store(0, std::memory_order_relaxed);
     return false;
   }
-  return offPlanStreak_.fetch_add(1, std::memory_order_relaxed) + 1 >= deviationReads_;
+  return streak.fetch_add(1, std::memory_order_relaxed) + 1 >= deviationReads_;
 }
 
 std::vector<StreamStats> PlanTracker::stats() const {

@@ -12,7 +12,7 @@ class ReadPosition : public PositionSource {
       : PositionSource(tracker, std::move(hooks)) {}
   PositionMode mode() const override { return PositionMode::kReads; }
   bool mayPush(uint32_t) const override { return false; }
-  void onOpen(uint64_t) override {}
+  void onOpen(uint64_t, uint32_t) override {}
 };
 
 class OpenPosition : public PositionSource {
@@ -22,12 +22,15 @@ class OpenPosition : public PositionSource {
   PositionMode mode() const override { return PositionMode::kOpens; }
   bool mayPush(uint32_t) const override { return true; }
 
-  void onOpen(uint64_t fileId) override {
+  void onOpen(uint64_t fileId, uint32_t job) override {
     hooks_.observe(fileId);
     if (!tracker_.live()) return;
-    const PlanTracker::Match m = tracker_.nearest(fileId, [](const PlanStream& s, uint32_t p) {
-      return isWholeFile(s.plan().at(p)) && !s.isOpened(p);
-    });
+    const PlanTracker::Match m = tracker_.nearest(
+        fileId,
+        [](const PlanStream& s, uint32_t p) {
+          return isWholeFile(s.plan().at(p)) && !s.isOpened(p);
+        },
+        job);
     if (m.stream != nullptr) {
       m.stream->touch(hooks_.now());
       // Pushed: the reads are served by the page cache and will not come. (An
@@ -38,7 +41,7 @@ class OpenPosition : public PositionSource {
         hooks_.consume(*m.stream, m.pos);
       }
     }
-    if (tracker_.offPlan(m.planned)) hooks_.leftPlans();
+    if (tracker_.offPlan(m.planned, job)) hooks_.leftPlans(job);
   }
 
  protected:
@@ -54,7 +57,7 @@ class SentinelPosition : public PositionSource {
       : PositionSource(tracker, std::move(hooks)), every_(std::max(1u, every)) {}
   PositionMode mode() const override { return PositionMode::kSentinels; }
   bool mayPush(uint32_t pos) const override { return pos % every_ != every_ - 1; }
-  void onOpen(uint64_t) override {}
+  void onOpen(uint64_t, uint32_t) override {}
 
  protected:
   void afterReadConsumed(PlanStream& s, uint32_t pos) override {
@@ -88,17 +91,21 @@ std::unique_ptr<PositionSource> PositionSource::make(PositionMode mode, uint32_t
   return std::make_unique<ReadPosition>(tracker, std::move(hooks));
 }
 
-void PositionSource::onRead(uint64_t fileId, uint64_t offset, uint64_t size, bool stalled) {
+void PositionSource::onRead(uint64_t fileId, uint64_t offset, uint64_t size, bool stalled,
+                            uint32_t job) {
   if (readsTrackFiles() && offset == 0) hooks_.observe(fileId);
   if (!tracker_.live()) return;
   // The first not yet consumed entry of this file whose range the read ends in.
-  const PlanTracker::Match m = tracker_.nearest(fileId, [&](const PlanStream& s, uint32_t p) {
-    const PlanEntry& e = s.plan().at(p);
-    if (offset + size <= e.offset || offset >= e.offset + std::max<uint64_t>(e.length, 1)) {
-      return false;
-    }
-    return readMayConsume(s, p);
-  });
+  const PlanTracker::Match m = tracker_.nearest(
+      fileId,
+      [&](const PlanStream& s, uint32_t p) {
+        const PlanEntry& e = s.plan().at(p);
+        if (offset + size <= e.offset || offset >= e.offset + std::max<uint64_t>(e.length, 1)) {
+          return false;
+        }
+        return readMayConsume(s, p);
+      },
+      job);
   if (m.stream != nullptr) {
     const PlanEntry& e = m.stream->plan().at(m.pos);
     if (stalled) {
@@ -113,7 +120,7 @@ void PositionSource::onRead(uint64_t fileId, uint64_t offset, uint64_t size, boo
     }
   }
   // With opens tracked they count deviation: pushed files send no reads.
-  if (readsTrackFiles() && tracker_.offPlan(m.planned)) hooks_.leftPlans();
+  if (readsTrackFiles() && tracker_.offPlan(m.planned, job)) hooks_.leftPlans(job);
 }
 
 void PositionSource::onPushed(PlanStream& s, uint32_t pos) {

@@ -30,7 +30,7 @@ namespace epochfs::prefetch {
 struct PositionHooks {
   std::function<void(PlanStream&, uint32_t pos)> consume;
   std::function<void(uint64_t fileId)> observe;  // a file's reading starts (read at 0, or open)
-  std::function<void()> leftPlans;               // readers left every plan
+  std::function<void(uint32_t job)> leftPlans;   // a job's readers left its plans
   std::function<int64_t()> now;                  // ns, steady clock
 };
 
@@ -47,10 +47,11 @@ class PositionSource {
   // May entry `pos` (a prefetched whole file) be pushed into the page cache?
   virtual bool mayPush(uint32_t pos) const = 0;
 
-  virtual void onOpen(uint64_t fileId) = 0;
-  // A FUSE read of [offset, offset + size) of `fileId`; `stalled`: it waited
-  // on the source or a peer (else a cache tier had it).
-  void onRead(uint64_t fileId, uint64_t offset, uint64_t size, bool stalled);
+  // An open of `fileId` through the mount of `job` (AccessPlan::job).
+  virtual void onOpen(uint64_t fileId, uint32_t job = 0) = 0;
+  // A FUSE read of [offset, offset + size) of `fileId` through the mount of
+  // `job`; `stalled`: it waited on the source or a peer (else a cache tier had it).
+  void onRead(uint64_t fileId, uint64_t offset, uint64_t size, bool stalled, uint32_t job = 0);
   // Entry `pos` of `s` was pushed: consumed now when it was opened already
   // (its remaining reads may be served by the page cache and never come).
   void onPushed(PlanStream& s, uint32_t pos);

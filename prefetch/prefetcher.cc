@@ -13,13 +13,13 @@ Prefetcher::Prefetcher(const PrefetchOptions& options, cache::ChunkCache& cache)
     : options_(options),
       cache_(cache),
       tracker_(options.deviationReads),
-      position_(
-          PositionSource::make(options.position, options.sentinelEvery, tracker_,
-                               {[this](PlanStream& s, uint32_t pos) { consume(s, pos); },
-                                [this](uint64_t fileId) {
-                                  if (observer_) observer_(fileId);
-                                },
-                                [this] { expire("readers left the plan"); }, cache::steadyNowNs})),
+      position_(PositionSource::make(
+          options.position, options.sentinelEvery, tracker_,
+          {[this](PlanStream& s, uint32_t pos) { consume(s, pos); },
+           [this](uint64_t fileId) {
+             if (observer_) observer_(fileId);
+           },
+           [this](uint32_t job) { expire("readers left the plan", job); }, cache::steadyNowNs})),
       budget_(options.memoryBytes),
       window_({options.windowFiles, options.maxLeadBytes}, cache, budget_,
               [this](FetchTask t) {
@@ -51,17 +51,17 @@ void Prefetcher::setPlan(std::shared_ptr<const AccessPlan> plan) {
   schedCv_.notify_all();
 }
 
-void Prefetcher::clear() { tracker_.clear(); }
+void Prefetcher::clear(std::optional<uint32_t> job) { tracker_.clear(job); }
 
-void Prefetcher::expire(const char* why) {
-  spdlog::info("prefetch: plans expired ({})", why);
-  clear();
+void Prefetcher::expire(const char* why, uint32_t job) {
+  spdlog::info("prefetch: plans of job {} expired ({})", job, why);
+  clear(job);
 }
 
 void Prefetcher::onRead(uint64_t fileId, uint64_t offset, uint64_t size,
-                        cache::ChunkCache::Tier from) {
+                        cache::ChunkCache::Tier from, uint32_t job) {
   // Waiting on the network or the source is a stall; RAM, staging, disk are hits.
-  position_->onRead(fileId, offset, size, from >= cache::ChunkCache::Tier::kPeer);
+  position_->onRead(fileId, offset, size, from >= cache::ChunkCache::Tier::kPeer, job);
 }
 
 void Prefetcher::retire(const cache::ChunkKey& key) {

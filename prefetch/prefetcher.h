@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,19 +50,23 @@ class Prefetcher : public cache::EvictionAdvisor {
   Prefetcher(const PrefetchOptions& options, cache::ChunkCache& cache);
   ~Prefetcher() override;
 
-  // Installs `plan` for its rank, replacing that rank's previous plan.
+  // Installs `plan` for its job and rank, replacing that job's rank's
+  // previous plan.
   void setPlan(std::shared_ptr<const AccessPlan> plan);
-  void clear();
+  // Ends every plan (`job`: that job's only).
+  void clear(std::optional<uint32_t> job = std::nullopt);
 
-  // A FUSE read of [offset, offset+size) of file `fileId` was served from
-  // tier `from` (kSource: it waited on the source).
-  void onRead(uint64_t fileId, uint64_t offset, uint64_t size, cache::ChunkCache::Tier from);
+  // A FUSE read of [offset, offset+size) of file `fileId`, through the mount
+  // of `job` (AccessPlan::job), was served from tier `from` (kSource: it
+  // waited on the source).
+  void onRead(uint64_t fileId, uint64_t offset, uint64_t size, cache::ChunkCache::Tier from,
+              uint32_t job = 0);
 
   // A file was opened (it counts with PositionMode::kOpens only). Marks the
   // entry of `fileId` nearest its stream's position as opened; an entry
   // already pushed into the page cache is consumed here (its reads will not
   // come).
-  void onOpen(uint64_t fileId) { position_->onOpen(fileId); }
+  void onOpen(uint64_t fileId, uint32_t job = 0) { position_->onOpen(fileId, job); }
 
   // Where prefetched whole-file entries are pushed (null: nowhere; with
   // PositionMode::kReads nothing is pushed). The pusher must outlive the
@@ -122,7 +127,7 @@ class Prefetcher : public cache::EvictionAdvisor {
   // One consumed chunk: a guest needed beyond the window leaves the RAM tier,
   // anything else is demoted.
   void retire(const cache::ChunkKey& key);
-  void expire(const char* why);
+  void expire(const char* why, uint32_t job);
 
   const PrefetchOptions options_;
   cache::ChunkCache& cache_;

@@ -73,6 +73,13 @@ void AdminAuth::requireAdmin(AdminSession& s) const {
   }
 }
 
+void AdminAuth::requireMountOwner(AdminSession& s) const {
+  if (s.caller.uid == s.mount.owner || isAdmin(s)) return;
+  throw AdminError::permissionDenied(
+      "uid " + std::to_string(s.caller.uid) + " is not this mount's owner (uid " +
+      std::to_string(s.mount.owner) + "), the daemon's owner, root or a member of --admin-group");
+}
+
 bool AdminAuth::mayReach(AdminSession& s, DatasetNamespace::Ino ino) const {
   if (isRoot(s)) return true;
   while (ino != DatasetNamespace::kRootIno) {

@@ -5,8 +5,10 @@
 // - Read-only commands (status, stats, ls, peers, plans, metrics): any caller
 //   who may read the mount root (its mode/uid/gid against the caller's uid,
 //   gid and supplementary groups), plus root and the daemon's owner.
-// - Mutating commands (warm, evict, order, refresh, unmount): root, the
-//   daemon's owner and members of --admin-group.
+// - Mutating commands of the whole daemon (evict, refresh, upgrade): root,
+//   the daemon's owner and members of --admin-group.
+// - Mutating commands of one mount (order, warm, unmount), on the mount whose
+//   socket the request came through: its owner too (AdminMount::owner).
 // - warm and order name files: the caller must be able to read each one (read
 //   on the file, search on every directory above it), root excepted.
 //
@@ -35,6 +37,8 @@ class AdminAuth {
   // Throw AdminError::permissionDenied when the caller may not.
   void requireReader(AdminSession& s) const;
   void requireAdmin(AdminSession& s) const;
+  // The session's mount's owner, or an admin.
+  void requireMountOwner(AdminSession& s) const;
 
   bool isAdmin(AdminSession& s) const;
   // Read permission on `ino` and search permission on every directory above it.

@@ -34,6 +34,11 @@ Status AdminCommands::registerAll(AdminServer& server) {
     declared = declareClusterMetrics(metrics_, *m_.cluster);
     if (!declared.isOk()) return declared;
   }
+  registerHandlers(server);
+  return Status::ok();
+}
+
+void AdminCommands::registerHandlers(AdminServer& server) {
   auto reader = [this](json (AdminCommands::*fn)() const) {
     return [this, fn](const json&, AdminSession& s) {
       auth_.requireReader(s);
@@ -52,7 +57,7 @@ Status AdminCommands::registerAll(AdminServer& server) {
   });
   server.handle(admin::kCmdPlans, [this](const json&, AdminSession& s) {
     auth_.requireReader(s);
-    json j = plans_.summary();
+    json j = plans_.summary(s.mount.id);
     j["chunk_size"] = m_.cache.chunkSize();
     j["ram_capacity_bytes"] = m_.ram.usage().capacityBytes;
     j["ram_shards"] = m_.ram.shardCount();
@@ -64,7 +69,7 @@ Status AdminCommands::registerAll(AdminServer& server) {
   });
   server.handle(admin::kCmdPlanEntries, [this](const json& req, AdminSession& s) {
     auth_.requireReader(s);
-    return plans_.page(req.value("rank", 0), req.value("offset", uint64_t{0}));
+    return plans_.page(s.mount.id, req.value("rank", 0), req.value("offset", uint64_t{0}));
   });
   server.handle(admin::kCmdChunkShards, [this](const json& req, AdminSession& s) {
     auth_.requireReader(s);
@@ -92,8 +97,14 @@ Status AdminCommands::registerAll(AdminServer& server) {
                 {"seconds", r->seconds}};
   });
   server.handle(admin::kCmdUnmount, [this](const json&, AdminSession& s) {
-    auth_.requireAdmin(s);
-    spdlog::info("admin: unmount requested by uid {}", s.caller.uid);
+    auth_.requireMountOwner(s);
+    spdlog::info("admin: unmount of mount {} requested by uid {}", s.mount.id, s.caller.uid);
+    if (m_.unmountOne) {
+      // This mount alone; the daemon ends with its last one.
+      auto mnt = m_.unmountOne(s.mount.id);
+      if (!mnt.isOk()) throw AdminError::from(mnt.status());
+      return json{{"unmounting", *mnt}};
+    }
     // Once the reply is sent: the daemon stops as on `kill -TERM` (it
     // unmounts and exits).
     s.afterReply = [stop = m_.stop] {
@@ -120,14 +131,18 @@ Status AdminCommands::registerAll(AdminServer& server) {
     if (!m_.join) throw AdminError::unavailable("this daemon does not take other mounts");
     const auto mnt = req.find("mountpoint");
     if (mnt == req.end() || !mnt->is_string()) throw AdminError::invalid("mountpoint missing");
-    const Status st = m_.join(mnt->get<std::string>(), req.value("allow_other", false), s.caller);
+    std::optional<uid_t> owner;
+    if (const auto o = req.find("owner"); o != req.end() && o->is_number_unsigned()) {
+      owner = o->get<uid_t>();
+    }
+    const Status st =
+        m_.join(mnt->get<std::string>(), req.value("allow_other", false), owner, s.caller);
     if (!st.isOk()) throw AdminError::from(st);
     return json{{"mounted", *mnt}};
   });
   registerOrder(server);
   cacheCommands_.registerAll(server);
   clusterCommands_.registerAll(server);
-  return Status::ok();
 }
 
 json AdminCommands::chunkShards(const json& req) const {
@@ -176,7 +191,7 @@ json AdminCommands::chunkShards(const json& req) const {
 void AdminCommands::registerOrder(AdminServer& server) {
   // A streamed order: begin, append (each message under the 64 KiB cap), commit.
   server.handle(admin::kCmdOrderBegin, [this](const json& req, AdminSession& session) {
-    auth_.requireAdmin(session);
+    auth_.requireMountOwner(session);
     const int64_t epoch = req.value("epoch", int64_t{0});
     const int rank = req.value("rank", 0);
     const uint64_t start = req.value("start", uint64_t{0});
@@ -213,7 +228,7 @@ void AdminCommands::registerOrder(AdminServer& server) {
   server.handle(admin::kCmdOrderCommit, [this](const json&, AdminSession& session) {
     auto* builder = std::any_cast<std::shared_ptr<PlanBuilder>>(&session.state);
     if (builder == nullptr) throw AdminError::invalid("order_commit without order_begin");
-    auto plan = (*builder)->build();
+    auto plan = (*builder)->build(session.mount.id);
     session.state.reset();
     if (plan->start() > plan->size()) throw AdminError::invalid("start is past the plan's end");
     // A caller may only order files it can read.
@@ -233,9 +248,9 @@ void AdminCommands::registerOrder(AdminServer& server) {
     return json{{"entries", n}};
   });
   server.handle(admin::kCmdOrderClear, [this](const json&, AdminSession& session) {
-    auth_.requireAdmin(session);
-    m_.prefetcher.clear();
-    plans_.clear();
+    auth_.requireMountOwner(session);  // this mount's orders only
+    m_.prefetcher.clear(session.mount.id);
+    plans_.clear(session.mount.id);
     return json::object();
   });
 }

@@ -98,10 +98,13 @@ struct MountState {
   // One more mountpoint of this dataset, mounted for `caller` (the join
   // command); unset: joins are refused.
   std::function<cache::Status(const std::string& mountpoint, bool allowOther,
-                              const AdminCaller& caller)>
+                              std::optional<uid_t> owner, const AdminCaller& caller)>
       join;
   // Every mountpoint the daemon serves (status.mounts); unset: config.mountpoint.
   std::function<std::vector<std::string>()> mountpoints;
+  // Unmounts the mount `id` alone (the unmount command; the daemon ends with
+  // its last mount) and returns its mountpoint; unset: unmount stops the daemon.
+  std::function<cache::Result<std::string>(uint32_t id)> unmountOne;
   // The libraries the daemon runs with, for `status` ({"fuse_protocol",
   // "kernel_fuse_protocol", "libfuse", "ucx"}); unset: null.
   std::function<nlohmann::json()> libraries;
@@ -119,6 +122,9 @@ class AdminCommands {
   // Declares the mount's counters and registers every command; `server` must
   // outlive this object's use. Fails on a counter declared twice.
   cache::Status registerAll(AdminServer& server);
+  // Registers every command on the socket of one more mount of the daemon
+  // (AdminServer::setMount says which), after registerAll.
+  void registerMount(AdminServer& server) { registerHandlers(server); }
 
   nlohmann::json status() const;
   nlohmann::json stats() const;
@@ -128,6 +134,7 @@ class AdminCommands {
   void setMetricsPort(int port) { metricsPort_.store(port); }
 
  private:
+  void registerHandlers(AdminServer& server);
   void registerOrder(AdminServer& server);
   // chunk_shards: the RAM shard (among RamTier::kMaxShards, a hex digit) of
   // each chunk asked for, so that `epochctl mrc` partitions chunks as this

@@ -293,6 +293,7 @@ void AdminServer::serve(int fd) {
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return;
   AdminSession session;
   session.caller = AdminCaller{cred.pid, cred.uid, cred.gid};
+  session.mount = mount_;
   std::string message;
   while (!stopping_.load()) {
     uint32_t announced = 0;

@@ -41,8 +41,16 @@ struct AdminCaller {
 // One connection: who is calling, and state a multi-message command (such as
 // a streamed order or a warm job) keeps between its messages. Destroyed when
 // the connection ends (a warm job in `state` is cancelled then).
+// The mount a socket serves when a daemon serves several (each mount root
+// advertises its own socket): requests through it act on that mount's job.
+struct AdminMount {
+  uint32_t id = 0;  // the mount's job (prefetch::AccessPlan::job)
+  uid_t owner = 0;  // who may steer this mount (--owner; else the user who mounted it)
+};
+
 struct AdminSession {
   AdminCaller caller;
+  AdminMount mount;  // the socket's (AdminServer::setMount)
   std::any state;
   // The caller's supplementary groups, read from /proc on first need.
   std::optional<std::vector<gid_t>> groups;
@@ -104,6 +112,8 @@ class AdminServer {
   // defaults to true. It may throw AdminError (or std::exception) to reply
   // {"ok": false}. A name registered twice is kept once and fails start().
   void handle(const std::string& cmd, Handler h);
+  // The mount this socket serves; before start() (default: id 0, owner uid 0).
+  void setMount(AdminMount m) { mount_ = m; }
 
   // Binds `path` (its directory must exist and be writable only by us) and
   // starts serving. Fails, serving nothing, unless the commands registered
@@ -133,6 +143,7 @@ class AdminServer {
   std::map<std::string, Handler> handlers_;
   std::vector<std::string> registeredTwice_;
   std::string path_;
+  AdminMount mount_;
   int listenFd_ = -1;
   std::atomic<bool> stopping_{false};
   std::thread acceptThread_;

@@ -118,7 +118,7 @@ json CacheCommands::ls(const json& req, AdminSession& s) const {
 }
 
 json CacheCommands::warmAdd(const json& req, AdminSession& s) {
-  auth_.requireAdmin(s);
+  auth_.requireMountOwner(s);
   auto st = warmState(s, true);
   if (st->job) throw AdminError::invalid("this connection's warm job has already started");
   if (!req.contains("paths") || !req["paths"].is_array()) {
@@ -174,7 +174,7 @@ json CacheCommands::warmAdd(const json& req, AdminSession& s) {
 }
 
 json CacheCommands::warmStart(const json& req, AdminSession& s) {
-  auth_.requireAdmin(s);
+  auth_.requireMountOwner(s);
   auto st = warmState(s, false);
   if (st->job) throw AdminError::invalid("this connection's warm job has already started");
   const unsigned threads = std::clamp<unsigned>(req.value("threads", kDefaultWarmThreads), 1u, 64u);

@@ -231,6 +231,7 @@ void declarePrefetch(Declare& d, const MountState& m) {
     for (const auto& s : pf.stats()) {
       rows.push_back({{"epoch", s.epoch},
                       {"rank", s.rank},
+                      {"job", s.job},
                       {"length", s.length},
                       {"start", s.start},
                       {"position", s.position},

@@ -103,8 +103,9 @@ Result<prefetch::PlanEntry> PlanBuilder::resolve(const nlohmann::json& entry) co
   return out;
 }
 
-std::shared_ptr<const prefetch::AccessPlan> PlanBuilder::build() {
-  return std::make_shared<const prefetch::AccessPlan>(epoch_, rank_, start_, std::move(entries_));
+std::shared_ptr<const prefetch::AccessPlan> PlanBuilder::build(uint32_t job) {
+  return std::make_shared<const prefetch::AccessPlan>(epoch_, rank_, start_, std::move(entries_),
+                                                      job);
 }
 
 }  // namespace epochfs::fusefs

@@ -23,7 +23,8 @@ class PlanBuilder {
 
   cache::Status append(const nlohmann::json& entries);
   size_t size() const { return entries_.size(); }
-  std::shared_ptr<const prefetch::AccessPlan> build();
+  // The plan, for the job (mount) `job` (prefetch::AccessPlan::job).
+  std::shared_ptr<const prefetch::AccessPlan> build(uint32_t job = 0);
 
  private:
   cache::Result<prefetch::PlanEntry> resolve(const nlohmann::json& entry) const;

@@ -10,19 +10,20 @@ using nlohmann::json;
 
 void PlanRegistry::set(std::shared_ptr<const prefetch::AccessPlan> plan) {
   std::lock_guard<std::mutex> lock(mu_);
-  plans_[plan->rank()] = std::move(plan);
+  plans_[{plan->job(), plan->rank()}] = std::move(plan);
 }
 
-void PlanRegistry::clear() {
+void PlanRegistry::clear(uint32_t job) {
   std::lock_guard<std::mutex> lock(mu_);
-  plans_.clear();
+  std::erase_if(plans_, [job](const auto& kv) { return kv.first.first == job; });
 }
 
-json PlanRegistry::summary() const {
+json PlanRegistry::summary(uint32_t job) const {
   std::lock_guard<std::mutex> lock(mu_);
   json out = json::array();
-  for (const auto& [rank, p] : plans_) {
-    out.push_back({{"rank", rank},
+  for (const auto& [key, p] : plans_) {
+    if (key.first != job) continue;
+    out.push_back({{"rank", key.second},
                    {"epoch", p->epoch()},
                    {"start", p->start()},
                    {"length", p->size()},
@@ -31,11 +32,11 @@ json PlanRegistry::summary() const {
   return {{"plans", out}};
 }
 
-json PlanRegistry::page(int rank, uint64_t offset) const {
+json PlanRegistry::page(uint32_t job, int rank, uint64_t offset) const {
   std::shared_ptr<const prefetch::AccessPlan> p;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = plans_.find(rank);
+    auto it = plans_.find({job, rank});
     if (it == plans_.end()) {
       throw AdminError::notFound("no order registered for rank " + std::to_string(rank));
     }

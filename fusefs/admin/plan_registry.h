@@ -1,5 +1,6 @@
 // PlanRegistry: the orders registered over the admin socket (the latest per
-// rank, until `order --clear`), kept for `epochctl mrc`, which replays them
+// job and rank, until `order --clear` of that job: a job is a mount of the
+// daemon, AccessPlan::job), kept for `epochctl mrc`, which replays them
 // client-side. The plans are the prefetcher's own immutable AccessPlans,
 // shared, not copied. Entries are served by file id and size only — never
 // by name — in pages under the message cap.
@@ -23,18 +24,18 @@ class PlanRegistry {
   static constexpr size_t kPageEntries = 700;
 
   void set(std::shared_ptr<const prefetch::AccessPlan> plan);
-  void clear();
+  void clear(uint32_t job);
 
-  // {"plans": [{"rank", "epoch", "start", "length", "bytes"}...]}, by rank.
-  nlohmann::json summary() const;
-  // One page of the plan of `rank` from `offset`: {"rank", "epoch", "start",
-  // "length", "entries": [[file_id, file_size, offset, length]...],
+  // {"plans": [{"rank", "epoch", "start", "length", "bytes"}...]} of `job`, by rank.
+  nlohmann::json summary(uint32_t job) const;
+  // One page of the plan of `job`'s `rank` from `offset`: {"rank", "epoch",
+  // "start", "length", "entries": [[file_id, file_size, offset, length]...],
   // "next_offset": N or null}. Throws AdminError when there is no such plan.
-  nlohmann::json page(int rank, uint64_t offset) const;
+  nlohmann::json page(uint32_t job, int rank, uint64_t offset) const;
 
  private:
   mutable std::mutex mu_;  // guards plans_
-  std::map<int, std::shared_ptr<const prefetch::AccessPlan>> plans_;
+  std::map<std::pair<uint32_t, int>, std::shared_ptr<const prefetch::AccessPlan>> plans_;
 };
 
 }  // namespace epochfs::fusefs

@@ -271,6 +271,16 @@ Status Daemon::startCluster() {
 
 Status Daemon::start() {
   startedAt_ = std::chrono::steady_clock::now();
+  // Keyed by the credentials, before the source takes them.
+  if (whyNotShared(options_).empty()) {
+    auto r = DaemonRegistry::forDataset(options_, s3Credentials_ ? &*s3Credentials_ : nullptr);
+    if (r.isOk()) {
+      registry_.emplace(std::move(r).value());
+    } else {
+      spdlog::warn("other mounts of this dataset cannot join this daemon: {}",
+                   r.status().message());
+    }
+  }
   if (Status s = openSource(); !s.isOk()) return s;
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -363,9 +373,11 @@ Status Daemon::start() {
       .namespaceSource = namespaceSource_,
       .namespaceUpdated = [this](const RefreshReport& r) { namespaceRefreshed(r); },
       .stop = [this](bool restart) { stop(restart); },
-      .join = [this](const std::string& mountpoint, bool allowOther,
-                     const AdminCaller& caller) { return join(mountpoint, allowOther, caller); },
+      .join =
+          [this](const std::string& mountpoint, bool allowOther, std::optional<uid_t> owner,
+                 const AdminCaller& caller) { return join(mountpoint, allowOther, owner, caller); },
       .mountpoints = [this] { return mounts_->mountpoints(); },
+      .unmountOne = [this](uint32_t id) { return mounts_->unmount(id); },
       .libraries = [this]() -> json {
         std::string protocol, kernel;
         mounts_->forEach([&](FuseServer& f) {
@@ -386,6 +398,15 @@ Status Daemon::start() {
                      : MemoryPressureFigures{};
           }};
   adminCommands_ = std::make_unique<AdminCommands>(state);
+  // Mount 0 is the one at --mountpoint (resumed or not): its owner steers
+  // its orders through the daemon's first socket.
+  uid_t owner0 = options_.owner.value_or(geteuid());
+  if (supervision_) {
+    for (const HeldMount& m : supervision_->resume) {
+      if (m.mountpoint == options_.mountpoint) owner0 = m.owner;
+    }
+  }
+  admin_.setMount({0, owner0});
   s = adminCommands_->registerAll(admin_);
   if (!s.isOk()) return s;
   s = admin_.start(socketPath_);
@@ -403,7 +424,8 @@ Status Daemon::start() {
     Status last = Status::ok();
     size_t resumed = 0;
     for (const HeldMount& m : supervision_->resume) {
-      last = serveMount(m.mountpoint, options_.allowOther, &m);
+      const uint32_t id = m.mountpoint == options_.mountpoint ? 0 : nextMountId_++;
+      last = serveMount(id, m.mountpoint, options_.allowOther, m.owner, &m);
       if (last.isOk()) {
         ++resumed;
       } else {
@@ -413,21 +435,12 @@ Status Daemon::start() {
     }
     if (resumed == 0) return last;
   } else {
-    s = serveMount(options_.mountpoint, options_.allowOther, nullptr);
+    s = serveMount(0, options_.mountpoint, options_.allowOther, owner0, nullptr);
     if (!s.isOk()) return s;
   }
   if (options_.pushPageCache != MountOptions::PushMode::kOff) {
     pusher_ = std::make_unique<KernelPagePusher>(*mounts_->first(), *namespace_, *fileIndex_);
     prefetcher_->setPagePusher(pusher_.get());
-  }
-  if (whyNotShared(options_).empty()) {
-    auto r = DaemonRegistry::forDataset(options_, s3Credentials_ ? &*s3Credentials_ : nullptr);
-    if (r.isOk()) {
-      registry_.emplace(std::move(r).value());
-    } else {
-      spdlog::warn("other mounts of this dataset cannot join this daemon: {}",
-                   r.status().message());
-    }
   }
   return s;
 }
@@ -446,26 +459,58 @@ std::string Daemon::namespaceFingerprint() const {
   return namespace_ ? fmt::format("{:016x}", namespace_->fingerprint()) : "";
 }
 
-Status Daemon::serveMount(const std::string& mountpoint, bool allowOther, const HeldMount* held) {
+Status Daemon::serveMount(uint32_t id, const std::string& mountpoint, bool allowOther, uid_t owner,
+                          const HeldMount* held) {
   FuseServer::Config fc = fuseConfig();
   fc.allowOther = allowOther;
+  fc.job = id;
+  if (id != 0) {
+    // Its own socket: requests through it act on this mount (its orders,
+    // its owner), and its root advertises it.
+    auto path = AdminServer::defaultPath(mountpoint);
+    if (!path.isOk()) return path.status();
+    auto server = std::make_unique<AdminServer>();
+    server->setMount({id, owner});
+    adminCommands_->registerMount(*server);
+    Status st = server->start(*path);
+    if (!st.isOk()) return st;
+    fc.adminSocketPath = *path;
+    std::lock_guard<std::mutex> lock(socketsMu_);
+    mountSockets_[id] = std::move(server);
+  }
   if (held != nullptr) {
     fc.adoptFd = held->fd;
     fc.initMessage = held->initMessage;
   }
   auto server = std::make_unique<FuseServer>(fc, *namespace_, *cache_, *source_, prefetcher_.get());
   Status s = server->mount(mountpoint);
-  if (!s.isOk()) return s;
+  if (!s.isOk()) {
+    forgetMount(id);
+    return s;
+  }
   // A new mount's connection goes to the supervisor before it serves: a
   // worker that dies from here on is restarted with it.
   if (held == nullptr && supervision_ && supervision_->sendMount) {
-    supervision_->sendMount({mountpoint, server->fuseFd(), server->initMessage()});
+    supervision_->sendMount({mountpoint, server->fuseFd(), server->initMessage(), owner});
   }
   raiseKernelReadAhead(mountpoint);
-  return mounts_->add(mountpoint, std::move(server));
+  return mounts_->add(id, mountpoint, std::move(server));
 }
 
-Status Daemon::join(const std::string& mountpoint, bool allowOther, const AdminCaller& caller) {
+void Daemon::forgetMount(uint32_t id) {
+  std::unique_ptr<AdminServer> gone;
+  {
+    std::lock_guard<std::mutex> lock(socketsMu_);
+    auto it = mountSockets_.find(id);
+    if (it == mountSockets_.end()) return;
+    gone = std::move(it->second);
+    mountSockets_.erase(it);
+  }
+  gone->stop();
+}
+
+Status Daemon::join(const std::string& mountpoint, bool allowOther, std::optional<uid_t> owner,
+                    const AdminCaller& caller) {
   if (!registry_) return Status::unavailable("this daemon keeps its one mount");
   // The daemon mounts in its own mount namespace: the caller must see the same.
   auto nsOf = [](const std::string& pid) {
@@ -484,7 +529,8 @@ Status Daemon::join(const std::string& mountpoint, bool allowOther, const AdminC
   if (mounts_->serves(mountpoint)) {
     return Status::invalidArgument(mountpoint + " is already mounted by this daemon");
   }
-  Status s = serveMount(mountpoint, allowOther, nullptr);
+  Status s =
+      serveMount(nextMountId_++, mountpoint, allowOther, owner.value_or(caller.uid), nullptr);
   if (s.isOk()) {
     mounts_->start();
     spdlog::info("{} joined: {} mount(s) of {}", mountpoint, mounts_->mountpoints().size(),
@@ -508,11 +554,19 @@ void Daemon::stop(bool restart) { mounts_->stop(restart); }
 
 int Daemon::run() {
   mounts_->start();
-  const int rc = mounts_->wait([this](const std::string& mountpoint) {
+  const int rc = mounts_->wait([this](uint32_t id, const std::string& mountpoint) {
     if (supervision_ && supervision_->sendUnmounted) supervision_->sendUnmounted(mountpoint);
+    prefetcher_->clear(id);  // its job's plans end with it
+    forgetMount(id);
   });
   if (metricsHttp_) metricsHttp_->stop();
   admin_.stop();
+  std::map<uint32_t, std::unique_ptr<AdminServer>> sockets;
+  {
+    std::lock_guard<std::mutex> lock(socketsMu_);
+    sockets.swap(mountSockets_);
+  }
+  for (auto& [id, server] : sockets) server->stop();
   // A restart's next worker serves the same mounts: it stays registered.
   if (registry_ && rc != kWorkerExitRestart) registry_->withdraw(socketPath_);
   // A stop (a signal read by StopSignals, `epochctl unmount`) or the last

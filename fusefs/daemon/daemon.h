@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -107,10 +108,16 @@ class Daemon {
   cache::Result<DatasetNamespace> loadNamespace();
   // The FUSE settings every mount of this daemon shares.
   FuseServer::Config fuseConfig() const;
-  // Mounts `mountpoint` (or resumes `held`'s descriptor) and adds it to mounts_.
-  cache::Status serveMount(const std::string& mountpoint, bool allowOther, const HeldMount* held);
+  // Mounts `mountpoint` (or resumes `held`'s descriptor) as mount `id`
+  // owned by `owner`, gives a mount other than 0 an admin socket of its own,
+  // and adds it to mounts_.
+  cache::Status serveMount(uint32_t id, const std::string& mountpoint, bool allowOther, uid_t owner,
+                           const HeldMount* held);
   // The admin `join` command: one more mountpoint of this dataset.
-  cache::Status join(const std::string& mountpoint, bool allowOther, const AdminCaller& caller);
+  cache::Status join(const std::string& mountpoint, bool allowOther, std::optional<uid_t> owner,
+                     const AdminCaller& caller);
+  // A mount other than 0 went away: its admin socket goes too.
+  void forgetMount(uint32_t id);
 
   MountOptions options_;
   std::optional<Supervision> supervision_;
@@ -149,8 +156,12 @@ class Daemon {
   cache::Lease advisorLease_;  // prefetcher_ lent to ram_ (EvictionAdvisor); ends before it goes
   // Every mount this daemon serves: the first, and those that joined.
   std::unique_ptr<MountSet> mounts_ = std::make_unique<MountSet>();
-  std::mutex joinMu_;  // one join at a time
-  std::string socketPath_;
+  std::mutex joinMu_;       // one join at a time
+  std::string socketPath_;  // mount 0's (the daemon's first) admin socket
+  // The admin sockets of the mounts after the first, by mount id (their jobs).
+  std::mutex socketsMu_;
+  std::map<uint32_t, std::unique_ptr<AdminServer>> mountSockets_;
+  uint32_t nextMountId_ = 1;                // guarded by joinMu_
   std::optional<DaemonRegistry> registry_;  // set when other mounts may join
   // Zero-change mode: built in the background after the mount.
   void setUpTorchOrder();

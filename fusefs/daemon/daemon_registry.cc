@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "fusefs/admin/admin_server.h"
 #include "fusefs/admin_protocol.h"
@@ -104,6 +105,8 @@ void DaemonRegistry::unlockStart() {
 
 void DaemonRegistry::closeInherited() { unlockStart(); }
 
+int DaemonRegistry::takeLock() { return std::exchange(lockFd_, -1); }
+
 std::string DaemonRegistry::entryPath() const { return dir_ + "/shared-" + key_ + ".json"; }
 
 std::optional<DaemonRegistry::Entry> DaemonRegistry::read() const {
@@ -138,11 +141,13 @@ Result<bool> DaemonRegistry::publish(const Entry& e) const {
   return true;
 }
 
-Status DaemonRegistry::join(const Entry& e, const std::string& mountpoint, bool allowOther) {
+Status DaemonRegistry::join(const Entry& e, const std::string& mountpoint, bool allowOther,
+                            std::optional<uid_t> owner) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (e.socket.size() >= sizeof addr.sun_path)
+  if (e.socket.size() >= sizeof addr.sun_path) {
     return Status::invalidArgument("socket path too long");
+  }
   std::memcpy(addr.sun_path, e.socket.c_str(), e.socket.size() + 1);
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::ioError(std::strerror(errno));
@@ -150,13 +155,14 @@ Status DaemonRegistry::join(const Entry& e, const std::string& mountpoint, bool 
   timeval tv{30, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  const json request = {{"cmd", admin::kCmdJoin},
+                        {"mountpoint", mountpoint},
+                        {"allow_other", allowOther},
+                        {"owner", owner ? json(*owner) : json(nullptr)}};
   std::string reply;
   const bool sent =
       connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      admin::sendMessage(
-          fd,
-          json{{"cmd", admin::kCmdJoin}, {"mountpoint", mountpoint}, {"allow_other", allowOther}}
-              .dump(-1, ' ', false, json::error_handler_t::replace)) &&
+      admin::sendMessage(fd, request.dump(-1, ' ', false, json::error_handler_t::replace)) &&
       admin::receiveMessage(fd, reply);
   const int err = errno;
   close(fd);
@@ -217,7 +223,6 @@ json daemonShape(const MountOptions& o) {
 
 std::string whyNotShared(const MountOptions& o) {
   if (o.ownDaemon) return "--own-daemon";
-  if (o.foreground) return "-f (a foreground mount keeps a daemon of its own)";
   if (o.torchOrder) return "--order (one zero-change order per daemon)";
   if (o.pushPageCache != MountOptions::PushMode::kOff) {
     return "--push-page-cache (pages are pushed to one mount)";

@@ -50,13 +50,17 @@ class DaemonRegistry {
   cache::Status lockStart();
   void unlockStart();
   void closeInherited();
+  // Hands the held lock's descriptor to the caller (-1: none), who closes it
+  // to let go of the lock (a -f mount's supervisor, once its worker serves).
+  int takeLock();
 
   // The live daemon's entry; nullopt if none, or its process is gone.
   std::optional<Entry> read() const;
   // Writes `e` unless another live daemon's entry is there (false then).
   cache::Result<bool> publish(const Entry& e) const;
   // Asks the daemon of `e` to mount `mountpoint` too (the admin `join`).
-  static cache::Status join(const Entry& e, const std::string& mountpoint, bool allowOther);
+  static cache::Status join(const Entry& e, const std::string& mountpoint, bool allowOther,
+                            std::optional<uid_t> owner);
   // Removes the entry if it still names `socket`.
   void withdraw(const std::string& socket) const;
 
@@ -77,7 +81,8 @@ class DaemonRegistry {
 // --log-level and --log-file are not used (the daemon logs where it does).
 nlohmann::json daemonShape(const MountOptions& options);
 // Why a mount with `options` neither joins a daemon nor lets others join
-// its own ("" if it may): --own-daemon, -f, --order, --push-page-cache.
+// its own ("" if it may): --own-daemon, --order, --push-page-cache. (A -f
+// mount never joins, as its process must stay, but others may join it.)
 std::string whyNotShared(const MountOptions& options);
 // The first option whose value differs ("" if none), for the one line a
 // mount that runs its own daemon prints.

@@ -116,9 +116,9 @@ epochfs::cache::Result<ResolvedCredentials> s3Credentials(const MountOptions& o,
 
 // A second mount of a dataset a daemon of this user already serves: that
 // daemon mounts it too (fusefs/daemon/daemon_registry.h). Returns the exit
-// code when joined (or failed); nullopt: start a daemon of this mount's own,
-// `registry` then holding the start lock when others may join it, and
-// `reason` saying why a running daemon was not joined.
+// code when joined; nullopt: start a daemon of this mount's own, `registry`
+// then holding the start lock when others may join it (until this daemon
+// serves), and `reason` saying why a running daemon was not joined.
 std::optional<int> joinRunningDaemon(const MountOptions& o,
                                      const std::optional<ResolvedCredentials>& s3,
                                      std::optional<epochfs::fusefs::DaemonRegistry>* registry,
@@ -133,11 +133,13 @@ std::optional<int> joinRunningDaemon(const MountOptions& o,
     return std::nullopt;
   }
   if (!r->lockStart().isOk()) return std::nullopt;
-  if (auto live = r->read()) {
+  if (auto live = r->read(); live && o.foreground) {
+    *reason = "-f (a foreground mount keeps a daemon of its own)";
+  } else if (live) {
     const std::string differs =
         epochfs::fusefs::shapeDifference(epochfs::fusefs::daemonShape(o), live->shape);
     if (differs.empty()) {
-      auto joined = DaemonRegistry::join(*live, o.mountpoint, o.allowOther);
+      auto joined = DaemonRegistry::join(*live, o.mountpoint, o.allowOther, o.owner);
       if (joined.isOk()) return 0;
       *reason = "the daemon serving it (pid " + std::to_string(live->pid) +
                 ") did not take this mount: " + joined.message();
@@ -259,6 +261,7 @@ int main(int argc, char** argv) {
     epochfs::fusefs::Supervisor supervisor(options, std::vector<std::string>(argv, argv + argc),
                                            options.foreground ? -1 : ready[1]);
     if (s3) supervisor.setHandoff(epochfs::transport::s3::encodeCredentials(*s3));
+    if (registry) supervisor.closeWhenStarted(registry->takeLock());
     s3.reset();
     const int rc = supervisor.run();
     if (options.foreground && !supervisor.startError().empty())
@@ -278,6 +281,7 @@ int main(int argc, char** argv) {
   }
   spdlog::info("mounted {} on {}", options.source, options.mountpoint);
   daemon.publishShared();
+  registry.reset();         // -f: the start lock goes once this daemon serves
   sd_notify(0, "READY=1");  // --no-supervisor under systemd: this is the main process
   if (!options.foreground) {
     ssize_t w = write(ready[1], "ok", 2);

@@ -1,6 +1,7 @@
 #include "fusefs/daemon/mount_options.h"
 
 #include <grp.h>
+#include <pwd.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -92,6 +93,20 @@ Result<gid_t> resolveGroup(const std::string& name) {
     return static_cast<gid_t>(std::stoul(name));
   }
   return Status::invalidArgument("no such group '" + name + "'");
+}
+
+Result<uid_t> resolveUser(const std::string& name) {
+  std::vector<char> buf(16384);
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  if (getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
+    return found->pw_uid;
+  }
+  if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos &&
+      name.size() < 10) {
+    return static_cast<uid_t>(std::stoul(name));
+  }
+  return Status::invalidArgument("no such user '" + name + "'");
 }
 
 uint64_t availableMemoryBytes() { return detectMemoryLimit().effectiveBytes(); }
@@ -226,6 +241,9 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
                  "Re-check source files older than SECONDS (default 0: immutable)")
       ->check(CLI::Range(0, 86400 * 365));
   app.add_option("--admin-socket", o.adminSocket, "Admin socket path");
+  app.add_option("--owner", o.ownerName,
+                 "User who owns this mount: may register its orders, warm and unmount it "
+                 "(default: who mounts it)");
   app.add_option("--admin-group", o.adminGroup,
                  "Group whose members may run mutating epochctl commands (warm, evict, ...)");
   app.add_option("--metrics-port", o.metricsPort,
@@ -421,6 +439,11 @@ Result<MountOptions> resolveMountOptions(MountCommandLine cl) {
     auto g = resolveGroup(o.adminGroup);
     if (!g.isOk()) return Status::invalidArgument("--admin-group: " + g.status().message());
     o.adminGid = *g;
+  }
+  if (!o.ownerName.empty()) {
+    auto u = resolveUser(o.ownerName);
+    if (!u.isOk()) return Status::invalidArgument("--owner: " + u.status().message());
+    o.owner = *u;
   }
   return std::move(cl.options);
 }

@@ -73,7 +73,11 @@ struct MountOptions {
   // Members of this group may run mutating admin commands (docs/ADMIN.md).
   std::string adminGroup;         // as given (name or number); empty: none
   std::optional<gid_t> adminGid;  // resolved
-  int metricsPort = -1;           // --metrics-port: 127.0.0.1:PORT serves /metrics; -1 off, 0 any
+  // --owner USER: who owns this mount (may steer its orders, warm it and
+  // unmount it; docs/ADMIN.md), as given and resolved; unset: who mounts it.
+  std::string ownerName;
+  std::optional<uid_t> owner;
+  int metricsPort = -1;  // --metrics-port: 127.0.0.1:PORT serves /metrics; -1 off, 0 any
   // Prefetch (docs/PREFETCH.md).
   uint32_t prefetchWindow = prefetch::PrefetchOptions{}.windowFiles;  // entries ahead
   uint64_t prefetchMemory = 256 << 20;  // prefetch bytes in flight (resolved: memoryDefaults())
@@ -134,6 +138,8 @@ cache::Result<uint64_t> parseSize(const std::string& text, uint64_t memoryBytes)
 
 // A group name or number to its gid.
 cache::Result<gid_t> resolveGroup(const std::string& name);
+// A user name or number to its uid.
+cache::Result<uid_t> resolveUser(const std::string& name);
 
 // The memory available to this process: min(MemTotal, the limits of its
 // cgroup and its ancestors), see fusefs/daemon/memory_limit.h.

@@ -23,9 +23,11 @@ MountSet::~MountSet() {
   }
 }
 
-Status MountSet::add(const std::string& mountpoint, std::unique_ptr<FuseServer> server) {
+Status MountSet::add(uint32_t id, const std::string& mountpoint,
+                     std::unique_ptr<FuseServer> server) {
   MutexLock lock(mu_);
   auto s = std::make_unique<Session>();
+  s->id = id;
   s->mountpoint = mountpoint;
   s->server = std::move(server);
   if (stop_ != 0) s->server->requestStop(stop_ == 2);  // loop() then returns at once
@@ -58,12 +60,22 @@ void MountSet::stop(bool restart) {
   for (auto& s : sessions_) s->server->requestStop(restart);
 }
 
+cache::Result<std::string> MountSet::unmount(uint32_t id) {
+  MutexLock lock(mu_);
+  for (auto& s : sessions_) {
+    if (s->id != id || s->ended) continue;
+    s->server->requestStop(false);
+    return s->mountpoint;
+  }
+  return Status::notFound("this mount is no longer served");
+}
+
 bool MountSet::stopping() const {
   MutexLock lock(mu_);
   return stop_ != 0;
 }
 
-int MountSet::wait(const std::function<void(const std::string&)>& ended) {
+int MountSet::wait(const Ended& ended) {
   MutexLock lock(mu_);
   for (;;) {
     cv_.wait(mu_, [this]() REQUIRES(mu_) {
@@ -83,7 +95,7 @@ int MountSet::wait(const std::function<void(const std::string&)>& ended) {
     gone->thread.join();
     gone->server->unmount();
     spdlog::info("{} unmounted; {} other mount(s) still served", gone->mountpoint, live);
-    ended(gone->mountpoint);
+    ended(gone->id, gone->mountpoint);
     gone.reset();
     lock.lock();
   }

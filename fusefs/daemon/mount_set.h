@@ -25,24 +25,28 @@ class MountSet {
   MountSet(const MountSet&) = delete;
   MountSet& operator=(const MountSet&) = delete;
 
-  // Holds `server`, already mounted at `mountpoint`; it serves on a thread
-  // of its own from start() on (at once when added after start()). Added
-  // after stop(), it is told to stop at once.
-  cache::Status add(const std::string& mountpoint, std::unique_ptr<FuseServer> server);
+  // Holds `server`, already mounted at `mountpoint` as mount `id`; it serves
+  // on a thread of its own from start() on (at once when added after
+  // start()). Added after stop(), it is told to stop at once.
+  cache::Status add(uint32_t id, const std::string& mountpoint, std::unique_ptr<FuseServer> server);
   void start();
   // Ends every session (`restart`: the worker is to be started again); a
   // session added later is refused.
   void stop(bool restart);
   bool stopping() const;
+  // Ends mount `id` alone (wait() then reaps it, or returns if it was the
+  // last); returns its mountpoint, or not found.
+  cache::Result<std::string> unmount(uint32_t id);
 
-  // Blocks until no session serves. `ended(mountpoint)` runs on this thread
+  using Ended = std::function<void(uint32_t id, const std::string& mountpoint)>;
+  // Blocks until no session serves. `ended(id, mountpoint)` runs on this thread
   // for each session whose mount went away while others still served (the
   // supervisor forgets it); a session is destroyed after that, except the
   // last, which stays until this object goes (what was bound to it, such as
   // the kernel page pusher, is closed first). Returns the worker's exit
   // code: kWorkerExitRestart after stop(true), else 0, or 1 when a session
   // failed.
-  int wait(const std::function<void(const std::string& mountpoint)>& ended);
+  int wait(const Ended& ended);
 
   std::vector<std::string> mountpoints() const;
   bool serves(const std::string& mountpoint) const;
@@ -55,6 +59,7 @@ class MountSet {
 
  private:
   struct Session {
+    uint32_t id = 0;
     std::string mountpoint;
     std::unique_ptr<FuseServer> server;
     std::thread thread;

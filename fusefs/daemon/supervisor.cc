@@ -81,7 +81,7 @@ Supervisor::Supervisor(const MountOptions& options, std::vector<std::string> arg
 
 Supervisor::~Supervisor() {
   explicit_bzero(handoff_.data(), handoff_.size());
-  for (int fd : {cwdFd_, signalFd_, channel_, readyFd_, namespaceFd_}) {
+  for (int fd : {cwdFd_, signalFd_, channel_, readyFd_, namespaceFd_, closeWhenStarted_}) {
     if (fd >= 0) close(fd);
   }
   for (const HeldMount& m : mounts_) close(m.fd);
@@ -220,9 +220,14 @@ void Supervisor::readChannel() {
     const std::string kind = text.substr(0, nl);
     const std::string payload = nl == std::string::npos ? "" : text.substr(nl + 1);
     if (kind == "mount" && fd >= 0) {
-      const size_t sep = payload.find('\n');
-      HeldMount m{fromHex(payload.substr(0, sep)), fd,
-                  sep == std::string::npos ? "" : fromHex(payload.substr(sep + 1))};
+      // MOUNTPOINT (hex) \n FUSE_INIT (hex) \n OWNER
+      const size_t a = payload.find('\n');
+      const size_t b = a == std::string::npos ? a : payload.find('\n', a + 1);
+      HeldMount m{fromHex(payload.substr(0, a)), fd,
+                  b == std::string::npos ? "" : fromHex(payload.substr(a + 1, b - a - 1)),
+                  b == std::string::npos
+                      ? 0
+                      : static_cast<uid_t>(std::strtoul(payload.c_str() + b + 1, nullptr, 10))};
       if (!m.mountpoint.empty() && !m.initMessage.empty()) {
         spdlog::info("supervisor: holds {} ({} mount(s))", m.mountpoint, mounts_.size() + 1);
         mounts_.push_back(std::move(m));
@@ -232,7 +237,10 @@ void Supervisor::readChannel() {
       const std::string mnt = fromHex(payload);
       for (auto it = mounts_.begin(); it != mounts_.end(); ++it) {
         if (it->mountpoint != mnt) continue;
-        close(it->fd);  // its connection ended with the unmount
+        // Gone already (umount), or ended by `epochctl unmount`: unmounted here.
+        pollfd p{it->fd, 0, 0};
+        if (!(poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0)) lazyUnmount(mnt);
+        close(it->fd);
         mounts_.erase(it);
         spdlog::info("supervisor: {} went away; {} mount(s) held", mnt, mounts_.size());
         break;
@@ -311,6 +319,8 @@ bool Supervisor::onWorkerExit(int status) {
 
 void Supervisor::reportStart(const std::string& message) {
   if (message != "ok" && startError_.empty()) startError_ = message;
+  if (closeWhenStarted_ >= 0) close(closeWhenStarted_);
+  closeWhenStarted_ = -1;
   if (readyFd_ < 0) return;
   ssize_t w = write(readyFd_, message.data(), message.size());
   (void)w;

@@ -39,6 +39,9 @@ class Supervisor {
   // Bytes each worker gets on a pipe (kEnvHandoff), never in its environment:
   // an S3 mount's credentials. Wiped when the supervisor ends.
   void setHandoff(std::string bytes) { handoff_ = std::move(bytes); }
+  // A descriptor to close once the first worker serves or failed: a -f
+  // mount's start lock (fusefs/daemon/daemon_registry.h; -1: none).
+  void closeWhenStarted(int fd) { closeWhenStarted_ = fd; }
 
   // Runs until the mount is gone. Returns the exit code of the process.
   int run();
@@ -59,7 +62,8 @@ class Supervisor {
   int cwdFd_ = -1;  // workers start where epochfs was started (relative paths)
   int readyFd_;
   int signalFd_ = -1;
-  int channel_ = -1;               // supervisor's end of the current worker's socket
+  int channel_ = -1;  // supervisor's end of the current worker's socket
+  int closeWhenStarted_ = -1;
   std::vector<HeldMount> mounts_;  // our copies of the mounts' /dev/fuse descriptors
   std::string handoff_;
   std::string fingerprint_;  // of the first worker's namespace

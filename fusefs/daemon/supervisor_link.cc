@@ -63,6 +63,8 @@ std::string encodeHeldMounts(const std::vector<HeldMount>& mounts) {
     out += toHex(m.mountpoint);
     out += ':';
     out += toHex(m.initMessage);
+    out += ':';
+    out += std::to_string(m.owner);
   }
   return out;
 }
@@ -77,11 +79,13 @@ std::vector<HeldMount> decodeHeldMounts(const std::string& text) {
     at = end + 1;
     const size_t a = item.find(':');
     const size_t b = a == std::string::npos ? a : item.find(':', a + 1);
-    if (b == std::string::npos) continue;
+    const size_t c = b == std::string::npos ? b : item.find(':', b + 1);
+    if (c == std::string::npos) continue;
     char* stop = nullptr;
     const long fd = std::strtol(item.c_str(), &stop, 10);
     HeldMount m{fromHex(item.substr(a + 1, b - a - 1)), static_cast<int>(fd),
-                fromHex(item.substr(b + 1))};
+                fromHex(item.substr(b + 1, c - b - 1)),
+                static_cast<uid_t>(std::strtoul(item.c_str() + c + 1, nullptr, 10))};
     if (stop != item.c_str() + a || fd < 0 || m.mountpoint.empty() || m.initMessage.empty() ||
         fcntl(m.fd, F_GETFD) < 0) {
       continue;
@@ -161,6 +165,8 @@ void SupervisorLink::sendMount(const HeldMount& m) {
   text += toHex(m.mountpoint);
   text += '\n';
   text += toHex(m.initMessage);
+  text += '\n';
+  text += std::to_string(m.owner);
   send(text, m.fd);
 }
 

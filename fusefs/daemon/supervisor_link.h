@@ -11,6 +11,8 @@
 // Thread-safety: not thread-safe; used by main() only.
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,8 +42,9 @@ struct HeldMount {
   std::string mountpoint;
   int fd = -1;              // its /dev/fuse descriptor
   std::string initMessage;  // the kernel's FUSE_INIT, replayed by the next worker
+  uid_t owner = 0;          // who owns the mount (--owner; docs/ADMIN.md)
 };
-// "FD:HEX(MOUNTPOINT):HEX(INIT)" joined by ','; decode drops malformed entries.
+// "FD:HEX(MOUNTPOINT):HEX(INIT):OWNER" joined by ','; decode drops malformed entries.
 std::string encodeHeldMounts(const std::vector<HeldMount>& mounts);
 std::vector<HeldMount> decodeHeldMounts(const std::string& text);
 

@@ -148,6 +148,31 @@ class Fixture:
         return rgw_counters.list_count(self.dir)
 
 
+def open_bucket(kind):
+    """A scrubbed environment, the fixture, a boto3 client and a new bucket: (fx, s3, bucket)."""
+    scrub_environ()
+    fx = Fixture()
+    s3 = fx.client()
+    bucket = unique_bucket(kind)
+    s3.create_bucket(Bucket=bucket)
+    return fx, s3, bucket
+
+
+def clean_tmp(tmp):
+    """Unmounts everything under `tmp`, then removes it (kept when a mount would not go)."""
+    for m in reversed(mounts_under(tmp)):
+        unmount(m)
+    if not mounts_under(tmp):
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def radosgw_key(fx, *args):
+    """`radosgw-admin key ARGS` for the fixture's user; its CompletedProcess."""
+    return subprocess.run(["radosgw-admin", "-c", os.path.join(fx.dir, "ceph.conf"), "key",
+                           *args, "--uid", "epochfs-test", "--key-type", "s3"],
+                          capture_output=True, text=True, timeout=60)
+
+
 def gateway(action, d=None, timeout=120):
     """`tests/s3/rgw stop-gateway|start-gateway DIR`: radosgw alone stopped or started again
     (mon and OSD keep running; start returns when S3 answers). Raises AssertionError on failure."""

@@ -157,7 +157,7 @@ struct PositionRig {
       if (s.consume(pos) != 0) consumed.push_back(pos);
     };
     hooks.observe = [this](uint64_t fileId) { observed.push_back(fileId); };
-    hooks.leftPlans = [this] { ++leftPlans; };
+    hooks.leftPlans = [this](uint32_t) { ++leftPlans; };
     hooks.now = [] { return int64_t{1}; };
     source = PositionSource::make(mode, every, tracker, hooks);
   }
@@ -223,7 +223,7 @@ TEST(PositionSource, ReadersLeavingThePlansEndThem) {
   PlanTracker tracker(2);
   int left = 0;
   PositionHooks hooks{[](PlanStream& s, uint32_t p) { s.consume(p); }, [](uint64_t) {},
-                      [&] { ++left; }, [] { return int64_t{0}; }};
+                      [&](uint32_t) { ++left; }, [] { return int64_t{0}; }};
   auto source = PositionSource::make(PositionMode::kReads, 8, tracker, hooks);
   tracker.set(plan(3), 0);
   source->onRead(50, 0, 10, false);

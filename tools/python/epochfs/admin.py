@@ -42,7 +42,8 @@ CMD_ORDER_COMMIT = "order_commit"
 CMD_ORDER_CLEAR = "order_clear"
 CMD_CHUNK_SHARDS = "chunk_shards"
 CMD_SCHEMA = "schema"
-CMD_JOIN = "join"  # sent by the epochfs command when a mount joins a running daemon
+# Sent by the epochfs command when a mount joins a running daemon.
+CMD_JOIN = "join"
 
 # The counters the clients read, as fusefs/admin_counters.h names them (its kStatus*/kStats*
 # constants; CTest admin-command-names keeps the two equal, the golden test

@@ -385,6 +385,11 @@ void FuseServer::onRead(FuseReply& reply, fuse_ino_t ino, size_t size, off_t off
   }
   cache_.stats().readRequests.fetch_add(1, std::memory_order_relaxed);
   cache_.stats().readBytes.fetch_add(end - offset, std::memory_order_relaxed);
+  counters_.readRequests.fetch_add(1, std::memory_order_relaxed);
+  counters_.readBytes.fetch_add(end - offset, std::memory_order_relaxed);
+  if (worst >= cache::ChunkCache::Tier::kPeer) {
+    counters_.stalledReads.fetch_add(1, std::memory_order_relaxed);
+  }
   reply.iov(iov, static_cast<int>(n));
 }
 

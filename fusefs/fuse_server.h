@@ -39,6 +39,14 @@ namespace epochfs::fusefs {
 
 class FuseServer {
  public:
+  // What this mount's readers asked (stats.mount; the cache's own counters
+  // are the daemon's, over every mount).
+  struct Counters {
+    std::atomic<uint64_t> readRequests{0};
+    std::atomic<uint64_t> readBytes{0};
+    std::atomic<uint64_t> stalledReads{0};  // waited on the source or a peer
+  };
+
   struct Config {
     unsigned revalidateSeconds = 0;  // 0: immutable snapshot
     unsigned threads = 1;            // FUSE worker threads (the daemon passes --threads)
@@ -85,6 +93,7 @@ class FuseServer {
   int fuseFd() const { return session_ != nullptr ? fuse_session_fd(session_) : -1; }
   const std::string& initMessage() const { return initMessage_; }
   bool restartRequested() const;
+  const Counters& counters() const { return counters_; }
   // The FUSE protocol this connection speaks ("7.38": the lower of the
   // kernel's and libfuse's), and what the kernel offered; "" before FUSE_INIT.
   std::string protocol() const;
@@ -134,6 +143,7 @@ class FuseServer {
   void maybeReadAhead(fuse_ino_t ino, const cache::FileIdentity& id, uint32_t first, uint32_t last);
 
   Config config_;
+  Counters counters_;
   DatasetNamespace& ns_;
   cache::ChunkCache& cache_;
   cache::Source& source_;

@@ -46,7 +46,13 @@ void AdminCommands::registerHandlers(AdminServer& server) {
     };
   };
   server.handle(admin::kCmdStatus, reader(&AdminCommands::status));
-  server.handle(admin::kCmdStats, reader(&AdminCommands::stats));
+  server.handle(admin::kCmdStats, [this](const json&, AdminSession& s) {
+    auth_.requireReader(s);
+    json j = stats();
+    // The mount this socket serves: its own readers (the rest is the daemon's).
+    if (m_.mountStats) j["mount"] = m_.mountStats(s.mount.id);
+    return j;
+  });
   server.handle(admin::kCmdMetrics, [this](const json&, AdminSession& s) {
     auth_.requireReader(s);
     return json{{"text", metricsText()}};

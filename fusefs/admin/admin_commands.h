@@ -105,6 +105,8 @@ struct MountState {
   // Unmounts the mount `id` alone (the unmount command; the daemon ends with
   // its last mount) and returns its mountpoint; unset: unmount stops the daemon.
   std::function<cache::Result<std::string>(uint32_t id)> unmountOne;
+  // stats.mount: what the readers of mount `id` asked; unset: none.
+  std::function<nlohmann::json(uint32_t id)> mountStats;
   // The libraries the daemon runs with, for `status` ({"fuse_protocol",
   // "kernel_fuse_protocol", "libfuse", "ucx"}); unset: null.
   std::function<nlohmann::json()> libraries;

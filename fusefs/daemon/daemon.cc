@@ -378,9 +378,10 @@ Status Daemon::start() {
                  const AdminCaller& caller) { return join(mountpoint, allowOther, owner, caller); },
       .mountpoints = [this] { return mounts_->mountpoints(); },
       .unmountOne = [this](uint32_t id) { return mounts_->unmount(id); },
+      .mountStats = [this](uint32_t id) { return mountStats(id); },
       .libraries = [this]() -> json {
         std::string protocol, kernel;
-        mounts_->forEach([&](FuseServer& f) {
+        mounts_->forEach([&](uint32_t, const std::string&, FuseServer& f) {
           if (protocol.empty()) protocol = f.protocol();
           if (kernel.empty()) kernel = f.kernelProtocol();
         });
@@ -495,6 +496,20 @@ Status Daemon::serveMount(uint32_t id, const std::string& mountpoint, bool allow
   }
   raiseKernelReadAhead(mountpoint);
   return mounts_->add(id, mountpoint, std::move(server));
+}
+
+json Daemon::mountStats(uint32_t id) const {
+  json out = nullptr;
+  mounts_->forEach([&](uint32_t mid, const std::string& mountpoint, FuseServer& f) {
+    if (mid != id) return;
+    const FuseServer::Counters& c = f.counters();
+    out = {{"job", id},
+           {"mountpoint", mountpoint},
+           {"read_requests", c.readRequests.load(std::memory_order_relaxed)},
+           {"read_bytes", c.readBytes.load(std::memory_order_relaxed)},
+           {"stalled_reads", c.stalledReads.load(std::memory_order_relaxed)}};
+  });
+  return out;
 }
 
 void Daemon::forgetMount(uint32_t id) {

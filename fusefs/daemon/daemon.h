@@ -118,6 +118,8 @@ class Daemon {
                      const AdminCaller& caller);
   // A mount other than 0 went away: its admin socket goes too.
   void forgetMount(uint32_t id);
+  // stats.mount of mount `id` (null once it is gone).
+  nlohmann::json mountStats(uint32_t id) const;
 
   MountOptions options_;
   std::optional<Supervision> supervision_;

@@ -71,7 +71,9 @@ void Daemon::publishNamespace() {
 void Daemon::namespaceRefreshed(const RefreshReport& r) {
   if (fileIndex_) fileIndex_->catchUp();  // files a refresh added
   // Every mount's kernel holds its own entries and pages.
-  mounts_->forEach([&](FuseServer& f) { f.dropKernelEntries(r.goneEntries, r.staleInodes); });
+  mounts_->forEach([&](uint32_t, const std::string&, FuseServer& f) {
+    f.dropKernelEntries(r.goneEntries, r.staleInodes);
+  });
   publishNamespace();
 }
 

@@ -137,9 +137,10 @@ FuseServer* MountSet::first() const {
   return sessions_.empty() ? nullptr : sessions_.front()->server.get();
 }
 
-void MountSet::forEach(const std::function<void(FuseServer&)>& f) const {
+void MountSet::forEach(
+    const std::function<void(uint32_t, const std::string&, FuseServer&)>& f) const {
   MutexLock lock(mu_);
-  for (const auto& s : sessions_) f(*s->server);
+  for (const auto& s : sessions_) f(s->id, s->mountpoint, *s->server);
 }
 
 }  // namespace epochfs::fusefs

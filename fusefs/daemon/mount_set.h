@@ -54,8 +54,10 @@ class MountSet {
   // Valid until the next wait() reaps it; call from the waiting thread or
   // before wait().
   FuseServer* first() const;
-  // `f(server)` for each session held, under the set's lock (short calls only).
-  void forEach(const std::function<void(FuseServer&)>& f) const;
+  // `f(id, mountpoint, server)` for each session held, under the set's lock
+  // (short calls only).
+  void forEach(
+      const std::function<void(uint32_t id, const std::string& mountpoint, FuseServer&)>& f) const;
 
  private:
   struct Session {

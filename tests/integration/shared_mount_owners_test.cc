@@ -80,7 +80,8 @@ class SharedMountOwnersTest : public MountTest {
 // Pass: mount A (--owner 2001) and mount B (--owner 2002, joined: the same
 // daemon pid, another admin socket). Each user registers rank 0 of its own
 // order on its own mount: both plans stay (one each). Reading 10 files of A's
-// order through A advances A's stream only (B's stays at 0). User 2002 is
+// order through A advances A's stream only (B's stays at 0) and counts in A's
+// `stats` mount section only. User 2002 is
 // refused (exit 4) clearing A's order, unmounting A, warming A and evicting
 // the shared cache; user 2001 clears A's order (B's stays); user 2002
 // unmounts B (A still served, the same daemon).
@@ -116,6 +117,9 @@ TEST_F(SharedMountOwnersTest, EachMountHasItsOwnOrdersAndOwner) {
   const auto b = streamsOf(1);
   ASSERT_EQ(b.size(), 1u);
   EXPECT_EQ(b[0].value("position", 1u), 0u) << "A's reads advanced B's plan";
+  // Each mount's stats count its own readers.
+  EXPECT_GE(counter(stats(), "mount.read_requests").value_or(0), 10u);
+  EXPECT_EQ(counter(stats(mntB), "mount.read_requests").value_or(1), 0u);
 
   // B's user may not steer A's mount, nor the shared cache.
   for (const auto& args : std::vector<std::vector<std::string>>{{"order", mnt_, "--clear"},

@@ -17,20 +17,36 @@ FetchWorkers::FetchWorkers(unsigned threads, cache::ChunkCache& cache, FetchBudg
 }
 
 FetchWorkers::~FetchWorkers() {
-  stopping_.store(true);
-  // One wake-up per worker: each one that dequeues anything from now on stops.
-  for (size_t i = 0; i < threads_.size(); ++i) tasks_.enqueue(FetchTask{});
+  {
+    cache::MutexLock lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notifyAll();
   for (auto& t : threads_) t.join();
 }
 
+void FetchWorkers::enqueue(FetchTask task) {
+  {
+    cache::MutexLock lock(mu_);
+    task.seq = nextSeq_++;
+    tasks_.push(std::move(task));
+  }
+  cv_.notifyOne();
+}
+
 void FetchWorkers::loop() {
-  FetchTask t;
   while (true) {
-    // Blocks without a timeout: an idle worker costs nothing. (A 100 ms timed
-    // wait woke each of the 32 default workers 10 times a second: 8 idle lab
-    // daemons spent 4 % of the machine on it.)
-    tasks_.wait_dequeue(t);
-    if (stopping_.load()) return;
+    FetchTask t;
+    {
+      // Blocks without a timeout: an idle worker costs nothing. (A 100 ms
+      // timed wait woke each of the 32 default workers 10 times a second: 8
+      // idle lab daemons spent 4 % of the machine on it.)
+      cache::MutexLock lock(mu_);
+      cv_.wait(mu_, [this]() REQUIRES(mu_) { return stopping_ || !tasks_.empty(); });
+      if (stopping_) return;  // queued tasks are dropped
+      t = tasks_.top();
+      tasks_.pop();
+    }
     if (t.file) {
       runReadAhead(t);
       budget_.release(cache_.chunkSize());

@@ -1,6 +1,9 @@
 // FetchWorkers: the threads that run FetchTasks through ChunkCache — a deep
 // queue of source (or peer) reads, so a demand read of a chunk being
-// prefetched waits for that fetch instead of reading it again.
+// prefetched waits for that fetch instead of reading it again. The queue is
+// ordered by when each task is needed (FetchTask::needNs), so that with
+// several streams (several jobs on one node) each reader's next entries come
+// before another's far ones, whichever plan was registered first.
 //   - a plan entry: its chunks are read into the cache (another node's file
 //     is staged as a guest of the RAM tier, cache/ram_tier.h); a whole file
 //     the PositionSource allows is then pushed into the kernel's page cache;
@@ -13,15 +16,15 @@
 // before reads start or with the pusher outliving the workers.
 #pragma once
 
-#include <concurrentqueue/blockingconcurrentqueue.h>
-
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <queue>
 #include <thread>
 #include <vector>
 
 #include "cache/chunk_cache.h"
+#include "cache/mutex.h"
 #include "prefetch/fetch_budget.h"
 #include "prefetch/fetch_task.h"
 #include "prefetch/page_pusher.h"
@@ -41,7 +44,7 @@ class FetchWorkers {
                WindowScheduler& scheduler, PositionSource& position, Hooks hooks);
   ~FetchWorkers();  // stops and joins the threads; queued tasks are dropped
 
-  void enqueue(FetchTask task) { tasks_.enqueue(std::move(task)); }
+  void enqueue(FetchTask task);
   // Where pushable entries go (null: nowhere).
   void setPagePusher(PagePusher* pusher) { pusher_.store(pusher); }
 
@@ -66,8 +69,17 @@ class FetchWorkers {
   std::atomic<PagePusher*> pusher_{nullptr};
   std::atomic<uint64_t> readAheadChunks_{0};
   std::atomic<uint64_t> pushedFiles_{0}, pushedBytes_{0}, pushFailures_{0};
-  moodycamel::BlockingConcurrentQueue<FetchTask> tasks_;
-  std::atomic<bool> stopping_{false};
+  // Soonest needed first; equal needs in the order queued.
+  struct Later {
+    bool operator()(const FetchTask& a, const FetchTask& b) const {
+      return a.needNs != b.needNs ? a.needNs > b.needNs : a.seq > b.seq;
+    }
+  };
+  cache::Mutex mu_;
+  cache::CondVar cv_;  // with mu_: a task was queued, or stopping
+  std::priority_queue<FetchTask, std::vector<FetchTask>, Later> tasks_ GUARDED_BY(mu_);
+  uint64_t nextSeq_ GUARDED_BY(mu_) = 0;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

@@ -78,6 +78,7 @@ class PlanStream {
   // consumption rate (an EWMA over ~1 s windows) for the lead in seconds.
   uint64_t& issued() { return issued_; }
   void updateRate(int64_t nowNs);
+  double filesPerSecond() const { return filesPerSecond_.load(); }  // 0: not known yet
 
   StreamStats stats() const;
 

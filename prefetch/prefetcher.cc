@@ -98,6 +98,7 @@ void Prefetcher::schedulerLoop() {
     }
     auto all = tracker_.streams();
     const int64_t now = cache::steadyNowNs();
+    std::vector<std::shared_ptr<PlanStream>> live;
     for (const auto& s : *all) {
       if (s->expired()) continue;
       s->updateRate(now);
@@ -108,7 +109,16 @@ void Prefetcher::schedulerLoop() {
         tracker_.remove(s);
         continue;
       }
-      window_.fill(s, all->size());
+      live.push_back(s);
+    }
+    // Round robin, a slice per stream: every reader's next entries are
+    // queued before any one's far ones (the fetch queue is first in, first
+    // out; several jobs on one node each have their own streams).
+    for (bool queued = true; queued && !stopping_.load();) {
+      queued = false;
+      for (const auto& s : live) {
+        if (window_.fill(s, all->size(), kFillSlice) > 0) queued = true;
+      }
     }
     {
       std::lock_guard<std::mutex> lock(passMu_);
@@ -147,6 +157,7 @@ void Prefetcher::readAhead(const std::string& relPath, const cache::FileIdentity
     FetchTask t;
     t.file = file;
     t.chunk = c;
+    t.needNs = cache::steadyNowNs();
     workers_->enqueue(std::move(t));
   }
 }

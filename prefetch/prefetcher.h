@@ -120,6 +120,8 @@ class Prefetcher : public cache::EvictionAdvisor {
   bool waitIdle(std::chrono::milliseconds timeout);
 
  private:
+  // Entries one stream may queue before the next stream's turn in a pass.
+  static constexpr uint32_t kFillSlice = 8;
   void schedulerLoop();
   // Entry `pos` of `s` is done: its chunks are retired, and every
   // wakeEvery_ entries the scheduler wakes to move the window.

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 
+#include "cache/steady_clock.h"
+
 namespace epochfs::prefetch {
 
-void WindowScheduler::fill(const std::shared_ptr<PlanStream>& ref, size_t streams) {
+uint32_t WindowScheduler::fill(const std::shared_ptr<PlanStream>& ref, size_t streams,
+                               uint32_t maxIssue) {
   PlanStream& s = *ref;
   const AccessPlan& plan = s.plan();
   uint64_t& issued = s.issued();
@@ -14,7 +17,12 @@ void WindowScheduler::fill(const std::shared_ptr<PlanStream>& ref, size_t stream
   // Staged guests' guaranteed room (the prefetch memory; guests also get what
   // the own share leaves free); 0 outside a cluster.
   const uint64_t stagingArea = cache_.clustered() ? cache_.ram().guestExtraBytes() : 0;
-  while (issued < target) {
+  uint32_t queued = 0;
+  // Until its rate is known, a stream is taken to read an entry a millisecond.
+  const double rate = s.filesPerSecond();
+  const double nsPerEntry = rate > 0 ? 1e9 / rate : 1e6;
+  const int64_t now = cache::steadyNowNs();
+  while (issued < target && queued < maxIssue) {
     const PlanEntry& e = plan.at(issued);
     if (s.isConsumed(issued)) {
       ++issued;
@@ -54,9 +62,12 @@ void WindowScheduler::fill(const std::shared_ptr<PlanStream>& ref, size_t stream
     t.stream = ref;
     t.pos = static_cast<uint32_t>(issued);
     t.staged = staged;
+    t.needNs = now + static_cast<int64_t>(static_cast<double>(issued - s.progress()) * nsPerEntry);
     enqueue_(std::move(t));
     ++issued;
+    ++queued;
   }
+  return queued;
 }
 
 }  // namespace epochfs::prefetch

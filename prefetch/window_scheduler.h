@@ -36,8 +36,10 @@ class WindowScheduler {
                   std::function<void(FetchTask)> enqueue)
       : limits_(limits), cache_(cache), budget_(budget), enqueue_(std::move(enqueue)) {}
 
-  // Queues `stream`'s next entries; `streams`: how many share the staging room.
-  void fill(const std::shared_ptr<PlanStream>& stream, size_t streams);
+  // Queues `stream`'s next entries, at most `maxIssue` of them; `streams`:
+  // how many share the staging room. Returns how many it queued.
+  uint32_t fill(const std::shared_ptr<PlanStream>& stream, size_t streams,
+                uint32_t maxIssue = UINT32_MAX);
 
   // A staged entry of `bytes` finished (fetched or dropped).
   void stagedDone(uint64_t bytes) { stagingInflight_.fetch_sub(bytes); }

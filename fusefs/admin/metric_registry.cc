@@ -61,10 +61,21 @@ std::string number(double v) {
   return buf;
 }
 
+std::vector<std::string> rowLabelsOf(const MetricSpec& s) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < s.rowLabel.size()) {
+    const size_t comma = std::min(s.rowLabel.find(',', at), s.rowLabel.size());
+    out.push_back(s.rowLabel.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
 std::set<std::string> labelKeys(const MetricSpec& s) {
   std::set<std::string> keys;
   for (const auto& [k, v] : s.labels) keys.insert(k);
-  if (!s.rowLabel.empty()) keys.insert(s.rowLabel);
+  for (const auto& k : rowLabelsOf(s)) keys.insert(k);
   if (s.kind == MetricKind::kInfo) keys.insert(split(s.path).back());
   return keys;
 }
@@ -262,7 +273,8 @@ std::string MetricRegistry::prometheus(const Labels& baseLabels) const {
           const json& row = (*rows)[i];
           if (!row.is_object() || !row.contains(column) || !row[column].is_number()) continue;
           Labels l = labels;
-          l.emplace_back(e->spec.rowLabel, labelText(row.value(e->spec.rowLabel, json())));
+          for (const auto& k : rowLabelsOf(e->spec))
+            l.emplace_back(k, labelText(row.value(k, json())));
           sample(out, family, l, row[column].get<double>());
         }
       } else if (const json* v = valueAt(e->spec.path); v != nullptr) {

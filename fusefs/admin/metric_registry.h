@@ -50,7 +50,9 @@ struct MetricSpec {
   // The Prometheus family this value is a sample of; "" keeps it JSON only.
   std::string family;
   std::vector<std::pair<std::string, std::string>> labels;  // this sample's
-  std::string rowLabel;  // table columns: the row key labelling each sample
+  // Table columns: the row key(s) labelling each sample, comma-separated
+  // ("job,rank": a stream is one job's rank).
+  std::string rowLabel;
 };
 
 class MetricRegistry {

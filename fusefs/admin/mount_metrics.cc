@@ -246,21 +246,21 @@ void declarePrefetch(Declare& d, const MountState& m) {
   });
   const std::string col = p + "streams[].";
   d.column(col + "length", kGauge, "files", "Entries of a registered order.",
-           "epochfs_prefetch_plan_entries", "rank");
+           "epochfs_prefetch_plan_entries", "job,rank");
   d.column(col + "position", kGauge, "files", "A stream's position in its order.",
-           "epochfs_prefetch_position", "rank");
+           "epochfs_prefetch_position", "job,rank");
   d.column(col + "lead_files", kGauge, "files", "Entries prefetched ahead of the reader.",
-           "epochfs_prefetch_lead_files", "rank");
+           "epochfs_prefetch_lead_files", "job,rank");
   d.column(col + "lead_seconds", kGauge, "seconds", "The lead in seconds of reading.",
-           "epochfs_prefetch_lead_seconds", "rank");
+           "epochfs_prefetch_lead_seconds", "job,rank");
   d.column(col + "stalls", kCounter, "files", "Planned reads that waited on the source.",
-           "epochfs_prefetch_stalls_total", "rank");
+           "epochfs_prefetch_stalls_total", "job,rank");
   d.column(col + "hits", kCounter, "files", "Planned reads served from a cache tier.",
-           "epochfs_prefetch_hits_total", "rank");
+           "epochfs_prefetch_hits_total", "job,rank");
   d.column(col + "prefetched_files", kCounter, "files", "Entries the prefetcher fetched.",
-           "epochfs_prefetch_files_total", "rank");
+           "epochfs_prefetch_files_total", "job,rank");
   d.column(col + "prefetched_bytes", kCounter, "bytes", "Bytes the prefetcher fetched.",
-           "epochfs_prefetch_bytes_total", "rank");
+           "epochfs_prefetch_bytes_total", "job,rank");
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 // Daemon: the composition root. Owns and wires the concrete objects of one
-// mount (source, namespace snapshot, tiers, chunk cache, FUSE server, admin
-// server) and answers the admin commands from their counters.
+// dataset's daemon (source, namespace snapshot, tiers, chunk cache, admin
+// server) and of each of its mounts (a FUSE server, and for a mount after the
+// first an admin socket: daemon_mounts.cc), and answers the admin commands
+// from their counters. Threading: start() and run() on the main thread; each
+// mount's FUSE loop on its own thread (MountSet); join() and the other admin
+// callbacks on admin connection threads.
 #pragma once
 
 #include <atomic>

@@ -18,9 +18,10 @@ class EvictionAdvisor {
   virtual ~EvictionAdvisor() = default;
   // False while no plan is live: the tier then uses its own policy (LRU).
   virtual bool active() const = 0;
-  // The position (in plan order; smaller is sooner) at which `key` is next
-  // read, or kNever.
-  virtual uint64_t nextUse(const ChunkKey& key) const = 0;
+  // Nanoseconds until `key` is next read (smaller is sooner), or kNever.
+  // In time rather than plan entries: plans of several jobs (one per mount)
+  // advance at different speeds, so the nearer entry may be read later.
+  virtual uint64_t nextUseNs(const ChunkKey& key) const = 0;
 };
 
 }  // namespace epochfs::cache

@@ -99,16 +99,16 @@ bool RamTier::Shard::evictOwned(uint64_t need, const ChunkKey& incoming,
                                 std::vector<ChunkRef>& dropped) {
   List& owned = lists_[kOwned];
   const bool byNextUse = advisor != nullptr && advisor->active();
-  const uint64_t incomingUse = byNextUse ? advisor->nextUse(incoming) : 0;
+  const uint64_t incomingUse = byNextUse ? advisor->nextUseNs(incoming) : 0;
   while (owned.bytes + need > capacity && !owned.empty()) {
     Entry* victim = owned.coldest();
     if (byNextUse) {
       // Farthest next use among the coldest entries.
-      uint64_t farthest = advisor->nextUse(victim->chunk->key);
+      uint64_t farthest = advisor->nextUseNs(victim->chunk->key);
       Entry* e = victim->prev;
       for (int i = 1; i < kVictimScan && e != &owned.head && farthest != EvictionAdvisor::kNever;
            ++i, e = e->prev) {
-        const uint64_t use = advisor->nextUse(e->chunk->key);
+        const uint64_t use = advisor->nextUseNs(e->chunk->key);
         if (use > farthest) farthest = use, victim = e;
       }
       // Everything we could evict is needed sooner than the newcomer: do not

@@ -1,5 +1,6 @@
 #include "prefetch/plan_stream.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace epochfs::prefetch {
@@ -64,6 +65,11 @@ void PlanStream::updateRate(int64_t nowNs) {
   filesPerSecond_.store(old == 0 ? rate : 0.7 * old + 0.3 * rate);
   rateSinceNs_ = nowNs;
   rateSinceConsumed_ = c;
+}
+
+double PlanStream::nsPerEntry() const {
+  const double rate = filesPerSecond_.load(std::memory_order_relaxed);
+  return rate > 0 ? std::min(1e9 / rate, 1e9) : 1e6;
 }
 
 StreamStats PlanStream::stats() const {

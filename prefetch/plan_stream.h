@@ -79,6 +79,9 @@ class PlanStream {
   uint64_t& issued() { return issued_; }
   void updateRate(int64_t nowNs);
   double filesPerSecond() const { return filesPerSecond_.load(); }  // 0: not known yet
+  // The time one entry takes at that rate: 1 ms until it is known, at most
+  // 1 s (a stream that waits for its data is slow, not never needed).
+  double nsPerEntry() const;
 
   StreamStats stats() const;
 

@@ -1,5 +1,7 @@
 #include "prefetch/plan_tracker.h"
 
+#include <algorithm>
+
 #include "cache/eviction_advisor.h"
 
 namespace epochfs::prefetch {
@@ -66,23 +68,45 @@ PlanTracker::Match PlanTracker::nearest(uint64_t fileId, const Eligible& eligibl
   const auto list = streams();
   for (const auto& s : *list) {
     if (job && s->plan().job() != *job) continue;
-    const auto* positions = s->plan().positionsOf(fileId);
-    if (positions == nullptr) continue;
+    if (s->plan().positionsOf(fileId) == nullptr) continue;
     best.planned = true;
+    const auto p = nextEntry(*s, fileId, eligible);
+    if (!p) continue;
     const uint64_t progress = s->progress();
-    for (uint32_t p : *positions) {
-      if (p < s->plan().start() || s->isConsumed(p) || (eligible && !eligible(*s, p))) continue;
-      const uint64_t distance = p > progress ? p - progress : 0;
-      if (distance < best.distance) best.stream = s, best.pos = p, best.distance = distance;
-      break;  // positions ascend: the first eligible one is this stream's nearest
-    }
+    const uint64_t distance = *p > progress ? *p - progress : 0;
+    if (distance < best.distance) best.stream = s, best.pos = *p, best.distance = distance;
   }
   return best;
+}
+
+std::optional<uint32_t> PlanTracker::nextEntry(const PlanStream& s, uint64_t fileId,
+                                               const Eligible& eligible) {
+  const auto* positions = s.plan().positionsOf(fileId);
+  if (positions == nullptr) return std::nullopt;
+  for (uint32_t p : *positions) {
+    if (p < s.plan().start() || s.isConsumed(p) || (eligible && !eligible(s, p))) continue;
+    return p;  // positions ascend: the first eligible one is this stream's nearest
+  }
+  return std::nullopt;
 }
 
 uint64_t PlanTracker::nextUse(uint64_t fileId) const {
   const Match m = nearest(fileId, nullptr);
   return m.stream ? m.distance : cache::EvictionAdvisor::kNever;
+}
+
+uint64_t PlanTracker::nextUseNs(uint64_t fileId) const {
+  uint64_t best = cache::EvictionAdvisor::kNever;
+  const auto list = streams();
+  for (const auto& s : *list) {
+    const auto p = nextEntry(*s, fileId, nullptr);
+    if (!p) continue;
+    const uint64_t progress = s->progress();
+    const double entries = *p > progress ? static_cast<double>(*p - progress) : 0.0;
+    // Below kNever even for a 2^32-entry plan at the 1 s-per-entry bound.
+    best = std::min(best, static_cast<uint64_t>(entries * s->nsPerEntry()));
+  }
+  return best;
 }
 
 bool PlanTracker::offPlan(bool planned, uint32_t job) {

@@ -62,6 +62,10 @@ class PlanTracker {
   // progress, over every job's plans; cache::EvictionAdvisor::kNever when no
   // plan reads it again.
   uint64_t nextUse(uint64_t fileId) const;
+  // Nanoseconds until that use at each stream's read rate, the nearest over
+  // every job's plans (the eviction order: jobs read at different speeds);
+  // cache::EvictionAdvisor::kNever when no plan reads it again.
+  uint64_t nextUseNs(uint64_t fileId) const;
 
   // Counts an access of `job` on (`planned`) or off every plan of its job;
   // true when this one made `deviationReads` in a row off them (the caller
@@ -72,6 +76,9 @@ class PlanTracker {
 
  private:
   void replace(std::shared_ptr<const Streams> next);  // streamsMu_ held
+  // The first entry of `fileId` in `s` not consumed and eligible, if any.
+  static std::optional<uint32_t> nextEntry(const PlanStream& s, uint64_t fileId,
+                                           const Eligible& eligible);
 
   const uint64_t deviationReads_;
   mutable std::mutex streamsMu_;  // guards streams_ (the pointer)

@@ -23,7 +23,7 @@ class OpenPosition : public PositionSource {
   bool mayPush(uint32_t) const override { return true; }
 
   void onOpen(uint64_t fileId, uint32_t job) override {
-    hooks_.observe(fileId);
+    hooks_.observe(fileId, job);
     if (!tracker_.live()) return;
     const PlanTracker::Match m = tracker_.nearest(
         fileId,
@@ -93,7 +93,7 @@ std::unique_ptr<PositionSource> PositionSource::make(PositionMode mode, uint32_t
 
 void PositionSource::onRead(uint64_t fileId, uint64_t offset, uint64_t size, bool stalled,
                             uint32_t job) {
-  if (readsTrackFiles() && offset == 0) hooks_.observe(fileId);
+  if (readsTrackFiles() && offset == 0) hooks_.observe(fileId, job);
   if (!tracker_.live()) return;
   // The first not yet consumed entry of this file whose range the read ends in.
   const PlanTracker::Match m = tracker_.nearest(

@@ -29,9 +29,10 @@ namespace epochfs::prefetch {
 
 struct PositionHooks {
   std::function<void(PlanStream&, uint32_t pos)> consume;
-  std::function<void(uint64_t fileId)> observe;  // a file's reading starts (read at 0, or open)
-  std::function<void(uint32_t job)> leftPlans;   // a job's readers left its plans
-  std::function<int64_t()> now;                  // ns, steady clock
+  std::function<void(uint64_t fileId, uint32_t job)>
+      observe;                                  // a file's reading starts (read at 0, or open)
+  std::function<void(uint32_t job)> leftPlans;  // a job's readers left its plans
+  std::function<int64_t()> now;                 // ns, steady clock
 };
 
 class PositionSource {

@@ -16,8 +16,8 @@ Prefetcher::Prefetcher(const PrefetchOptions& options, cache::ChunkCache& cache)
       position_(PositionSource::make(
           options.position, options.sentinelEvery, tracker_,
           {[this](PlanStream& s, uint32_t pos) { consume(s, pos); },
-           [this](uint64_t fileId) {
-             if (observer_) observer_(fileId);
+           [this](uint64_t fileId, uint32_t job) {
+             if (observer_) observer_(fileId, job);
            },
            [this](uint32_t job) { expire("readers left the plan", job); }, cache::steadyNowNs})),
       budget_(options.memoryBytes),

@@ -79,17 +79,19 @@ class Prefetcher : public cache::EvictionAdvisor {
   void readAhead(const std::string& relPath, const cache::FileIdentity& id, uint32_t firstChunk,
                  uint32_t count);
 
-  // Called with the file id of every read that starts at offset 0 (a file
-  // being opened and read; with PositionMode::kOpens: of every open), plan or
-  // not. Set once, before reads start.
-  void setReadObserver(std::function<void(uint64_t fileId)> observer) {
+  // Called with the file id and job (mount) of every read that starts at
+  // offset 0 (a file being opened and read; with PositionMode::kOpens: of
+  // every open), plan or not. Set once, before reads start.
+  void setReadObserver(std::function<void(uint64_t fileId, uint32_t job)> observer) {
     observer_ = std::move(observer);
   }
 
   bool active() const override { return tracker_.live(); }
-  uint64_t nextUse(const cache::ChunkKey& key) const override {
-    return tracker_.nextUse(key.fileId);
+  uint64_t nextUseNs(const cache::ChunkKey& key) const override {
+    return tracker_.nextUseNs(key.fileId);
   }
+  // Entries until `key`'s next use from the nearest stream's progress.
+  uint64_t nextUse(const cache::ChunkKey& key) const { return tracker_.nextUse(key.fileId); }
 
   std::vector<StreamStats> stats() const { return tracker_.stats(); }
   uint64_t inflightBytes() const { return budget_.bytes(); }
@@ -133,7 +135,7 @@ class Prefetcher : public cache::EvictionAdvisor {
 
   const PrefetchOptions options_;
   cache::ChunkCache& cache_;
-  std::function<void(uint64_t)> observer_;
+  std::function<void(uint64_t, uint32_t)> observer_;
   PlanTracker tracker_;
   std::unique_ptr<PositionSource> position_;
   FetchBudget budget_;

@@ -10,9 +10,13 @@
 namespace epochfs::prefetch {
 
 TorchOrderFollower::TorchOrderFollower(const TorchOrderSpec& spec,
-                                       std::vector<std::optional<PlanEntry>> samples,
-                                       Prefetcher& prefetcher)
-    : spec_(spec), samples_(std::move(samples)), prefetcher_(prefetcher) {
+                                       std::shared_ptr<const TorchSamples> samples,
+                                       Prefetcher& prefetcher, uint32_t job)
+    : spec_(spec),
+      samplesOwner_(std::move(samples)),
+      samples_(*samplesOwner_),
+      job_(job),
+      prefetcher_(prefetcher) {
   sampleOf_.reserve(samples_.size());
   for (size_t i = 0; i < samples_.size(); ++i) {
     if (samples_[i]) sampleOf_.emplace(samples_[i]->identity.fileId, static_cast<int64_t>(i));
@@ -89,9 +93,10 @@ void TorchOrderFollower::startEpoch(int64_t epoch, const std::vector<int64_t>& a
         if (samples_[idx]) entries.push_back(*samples_[idx]);
       }
     }
-    prefetcher_.setPlan(std::make_shared<const AccessPlan>(epoch, r, 0, std::move(entries)));
+    prefetcher_.setPlan(std::make_shared<const AccessPlan>(epoch, r, 0, std::move(entries), job_));
   }
-  spdlog::info("torch order: following epoch {} for {} rank(s)", epoch, spec_.ranks.size());
+  spdlog::info("torch order: mount {} follows epoch {} for {} rank(s)", job_, epoch,
+               spec_.ranks.size());
 }
 
 void TorchOrderFollower::drainInto(std::vector<int64_t>& reads) {

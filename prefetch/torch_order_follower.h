@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -22,6 +23,10 @@
 #include "prefetch/prefetcher.h"
 
 namespace epochfs::prefetch {
+
+// `samples[i]` is dataset index i (ImageFolder order); nullopt for a sample
+// that cannot be cached (e.g. a symlink leaving the dataset).
+using TorchSamples = std::vector<std::optional<PlanEntry>>;
 
 struct TorchOrderSpec {
   uint64_t seed = 0;
@@ -35,10 +40,9 @@ class TorchOrderFollower {
  public:
   static constexpr size_t kDetectReads = 16;
 
-  // `samples[i]` is dataset index i (ImageFolder order); nullopt for a sample
-  // that cannot be cached (e.g. a symlink leaving the dataset).
-  TorchOrderFollower(const TorchOrderSpec& spec, std::vector<std::optional<PlanEntry>> samples,
-                     Prefetcher& prefetcher);
+  // Its plans are `job`'s (AccessPlan::job: the mount it follows).
+  TorchOrderFollower(const TorchOrderSpec& spec, std::shared_ptr<const TorchSamples> samples,
+                     Prefetcher& prefetcher, uint32_t job = 0);
   ~TorchOrderFollower();
 
   void onRead(uint64_t fileId) { reads_.enqueue(fileId); }
@@ -58,7 +62,9 @@ class TorchOrderFollower {
   std::vector<int64_t> rankOrder(int64_t epoch, int rank) const;
 
   TorchOrderSpec spec_;
-  std::vector<std::optional<PlanEntry>> samples_;
+  std::shared_ptr<const TorchSamples> samplesOwner_;
+  const TorchSamples& samples_;
+  uint32_t job_;
   std::unordered_map<uint64_t, int64_t> sampleOf_;  // fileId -> dataset index
   Prefetcher& prefetcher_;
   moodycamel::ConcurrentQueue<uint64_t> reads_;

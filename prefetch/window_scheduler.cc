@@ -18,9 +18,7 @@ uint32_t WindowScheduler::fill(const std::shared_ptr<PlanStream>& ref, size_t st
   // the own share leaves free); 0 outside a cluster.
   const uint64_t stagingArea = cache_.clustered() ? cache_.ram().guestExtraBytes() : 0;
   uint32_t queued = 0;
-  // Until its rate is known, a stream is taken to read an entry a millisecond.
-  const double rate = s.filesPerSecond();
-  const double nsPerEntry = rate > 0 ? 1e9 / rate : 1e6;
+  const double nsPerEntry = s.nsPerEntry();
   const int64_t now = cache::steadyNowNs();
   while (issued < target && queued < maxIssue) {
     const PlanEntry& e = plan.at(issued);

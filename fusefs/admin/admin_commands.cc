@@ -141,8 +141,10 @@ void AdminCommands::registerHandlers(AdminServer& server) {
     if (const auto o = req.find("owner"); o != req.end() && o->is_number_unsigned()) {
       owner = o->get<uid_t>();
     }
+    std::string order;
+    if (const auto o = req.find("order"); o != req.end() && o->is_string()) order = *o;
     const Status st =
-        m_.join(mnt->get<std::string>(), req.value("allow_other", false), owner, s.caller);
+        m_.join(mnt->get<std::string>(), req.value("allow_other", false), owner, order, s.caller);
     if (!st.isOk()) throw AdminError::from(st);
     return json{{"mounted", *mnt}};
   });
@@ -275,18 +277,17 @@ json AdminCommands::status() const {
   if (!streams.empty()) {
     uint64_t entries = 0, position = 0;
     json ranks = json::array(), epochs = json::array();
+    bool followed = false;  // some stream is a zero-change order's
     for (const auto& s : streams) {
+      followed = followed || (m_.torchEpoch && m_.torchEpoch(s.job));
       entries += s.length;
       position += s.position - s.start;
       ranks.push_back(s.rank);
       epochs.push_back(s.epoch);
     }
-    plan = {{"streams", streams.size()},
-            {"entries", entries},
-            {"consumed", position},
-            {"ranks", ranks},
-            {"epochs", epochs},
-            {"source", m_.follower.load() ? "torch-distributed" : "admin"}};
+    plan = {{"streams", streams.size()}, {"entries", entries},
+            {"consumed", position},      {"ranks", ranks},
+            {"epochs", epochs},          {"source", followed ? "torch-distributed" : "admin"}};
   }
   const int port = metricsPort_.load();
   json out = {

@@ -32,7 +32,6 @@
 #include "fusefs/dataset_namespace.h"
 #include "fusefs/version_info.h"
 #include "prefetch/prefetcher.h"
-#include "prefetch/torch_order_follower.h"
 
 namespace epochfs::transport::s3 {
 struct S3ClientCounters;
@@ -78,7 +77,9 @@ struct MountState {
   cache::ChunkStore* disk;  // null without --cache-dir
   cache::ChunkCache& cache;
   prefetch::Prefetcher& prefetcher;
-  std::atomic<prefetch::TorchOrderFollower*>& follower;
+  // The epoch the zero-change order (--order torch-distributed) of mount
+  // `job` detected (-1: not yet); nullopt: that mount follows none.
+  std::function<std::optional<int64_t>(uint32_t job)> torchEpoch;
   // A fresh snapshot of the source, for refresh (NamespaceRefresher::Snapshot).
   std::function<cache::Result<DatasetNamespace>()> snapshot;
   // The source's own section of `status` (an object store's requests); unset: none.
@@ -97,8 +98,10 @@ struct MountState {
   std::function<void(bool restart)> stop;
   // One more mountpoint of this dataset, mounted for `caller` (the join
   // command); unset: joins are refused.
+  // `order`: its --order (torch-distributed:...), or empty.
   std::function<cache::Status(const std::string& mountpoint, bool allowOther,
-                              std::optional<uid_t> owner, const AdminCaller& caller)>
+                              std::optional<uid_t> owner, const std::string& order,
+                              const AdminCaller& caller)>
       join;
   // Every mountpoint the daemon serves (status.mounts); unset: config.mountpoint.
   std::function<std::vector<std::string>()> mountpoints;

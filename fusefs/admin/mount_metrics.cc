@@ -220,11 +220,11 @@ void declarePrefetch(Declare& d, const MountState& m) {
       p + "push_failures", kCounter, "files", "Pushes into the page cache the kernel refused.",
       [&pf] { return pf.pushFailures(); }, "epochfs_prefetch_push_failures_total");
   // Zero-change mode: the epoch detected from the reads (-1: not yet; null: off).
-  const auto& follower = m.follower;
-  d(p + "torch_epoch", kGauge, "epoch", "--order torch-distributed: the epoch detected.",
-    [&follower] {
-      auto* f = follower.load();
-      return f != nullptr ? json(f->epoch()) : json(nullptr);
+  const auto& torchEpoch = m.torchEpoch;
+  d(p + "torch_epoch", kGauge, "epoch",
+    "--order torch-distributed: the epoch the first mount's order detected.", [&torchEpoch] {
+      const auto e = torchEpoch ? torchEpoch(0) : std::nullopt;
+      return e ? json(*e) : json(nullptr);
     });
   d(p + "streams", kInfo, "", "The registered orders' streams, one row each.", [&pf] {
     json rows = json::array();

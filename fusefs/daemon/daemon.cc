@@ -71,25 +71,24 @@ Daemon::~Daemon() {
   trimmer_.reset();
   if (metricsHttp_) metricsHttp_->stop();
   admin_.stop();
-  memWatch_.reset();  // after the admin server: `stats` reads its figures
-  if (orderSetup_.joinable()) orderSetup_.join();
+  memWatch_.reset();              // after the admin server: `stats` reads its figures
   if (pusher_) pusher_->close();  // no notification on a session about to go
   mounts_.reset();                // unmounts what is still mounted
-  follower_.store(nullptr);
-  // The rest goes in reverse order of declaration (daemon.h): the follower;
+  torchOrders_.reset();           // its listing thread and followers
+  // The rest goes in reverse order of declaration (daemon.h):
   // the prefetcher, after its advisor lease ended (an insert consulting it
   // finishes first); the cluster, after its leases ended, then its threads
   // (they use cache_ and fileIndex_); then the cache, tiers and source.
 }
 
-void Daemon::setUpTorchOrder() {
+std::optional<prefetch::TorchSamples> Daemon::listTorchSamples() const {
   // A directory is listed as torchvision lists it; an object store's
   // listing is the namespace itself.
   auto listed =
       s3_ ? imageFolderSamplesOf(*namespace_) : prefetch::listImageFolderSamples(options_.source);
   if (!listed.isOk()) {
     spdlog::error("--order torch-distributed: {}", listed.status().message());
-    return;
+    return std::nullopt;
   }
   // ImageFolder's paths may pass through symlinks; plans name the real file.
   std::vector<std::optional<prefetch::PlanEntry>> samples;
@@ -118,9 +117,15 @@ void Daemon::setUpTorchOrder() {
   }
   spdlog::info("--order torch-distributed: {} samples in {} classes ({} not cacheable)",
                samples.size(), listed->classes.size(), unresolved);
-  followerOwner_ = std::make_unique<prefetch::TorchOrderFollower>(options_.torchOrderSpec,
-                                                                  std::move(samples), *prefetcher_);
-  follower_.store(followerOwner_.get(), std::memory_order_release);
+  return samples;
+}
+
+Status Daemon::followTorchOrder(uint32_t id, const std::string& order) {
+  if (order.empty()) return Status::ok();
+  auto spec = parseTorchOrder(order);
+  if (!spec.isOk()) return Status::invalidArgument("--order: " + spec.status().message());
+  torchOrders_->follow(id, *spec);
+  return Status::ok();
 }
 
 void Daemon::fitMemory() {
@@ -335,10 +340,10 @@ Status Daemon::start() {
                     : prefetch::PositionMode::kReads;
   prefetcher_ = std::make_unique<prefetch::Prefetcher>(po, *cache_);
   advisorLease_ = ram_->lendAdvisor(*prefetcher_);
-  prefetcher_->setReadObserver([this](uint64_t fileId) {
-    if (auto* f = follower_.load(std::memory_order_acquire)) f->onRead(fileId);
-  });
-  if (options_.torchOrder) orderSetup_ = std::thread([this] { setUpTorchOrder(); });
+  torchOrders_ = std::make_unique<prefetch::TorchOrderJobs>(*prefetcher_,
+                                                            [this] { return listTorchSamples(); });
+  prefetcher_->setReadObserver(
+      [this](uint64_t fileId, uint32_t job) { torchOrders_->onRead(fileId, job); });
 
   MountState state{
       .config = adminConfig(options_),
@@ -349,7 +354,7 @@ Status Daemon::start() {
       .disk = disk_.get(),
       .cache = *cache_,
       .prefetcher = *prefetcher_,
-      .follower = follower_,
+      .torchEpoch = [this](uint32_t job) { return torchOrders_->epoch(job); },
       .snapshot = [this] { return snapshotSource(); },
       .sourceStatus =
           s3_ ? std::function<json()>([this] { return s3_->status(); }) : std::function<json()>(),
@@ -361,7 +366,9 @@ Status Daemon::start() {
       .stop = [this](bool restart) { stop(restart); },
       .join =
           [this](const std::string& mountpoint, bool allowOther, std::optional<uid_t> owner,
-                 const AdminCaller& caller) { return join(mountpoint, allowOther, owner, caller); },
+                 const std::string& order, const AdminCaller& caller) {
+            return join(mountpoint, allowOther, owner, order, caller);
+          },
       .mountpoints = [this] { return mounts_->mountpoints(); },
       .unmountOne = [this](uint32_t id) { return mounts_->unmount(id); },
       .mountStats = [this](uint32_t id) { return mountStats(id); },
@@ -410,9 +417,10 @@ Status Daemon::start() {
     // A mount whose connection ended meanwhile is let go; the others serve.
     Status last = Status::ok();
     size_t resumed = 0;
-    for (const HeldMount& m : supervision_->resume) {
+    for (HeldMount m : supervision_->resume) {
       const uint32_t id = m.mountpoint == options_.mountpoint ? 0 : nextMountId_++;
-      last = serveMount(id, m.mountpoint, options_.allowOther, m.owner, &m);
+      if (id == 0) m.allowOther = options_.allowOther, m.order = options_.torchOrderText;
+      last = serveMount(id, m, true);
       if (last.isOk()) {
         ++resumed;
       } else {
@@ -422,7 +430,12 @@ Status Daemon::start() {
     }
     if (resumed == 0) return last;
   } else {
-    s = serveMount(0, options_.mountpoint, options_.allowOther, owner0, nullptr);
+    HeldMount first;
+    first.mountpoint = options_.mountpoint;
+    first.owner = owner0;
+    first.allowOther = options_.allowOther;
+    first.order = options_.torchOrderText;
+    s = serveMount(0, first, false);
     if (!s.isOk()) return s;
   }
   if (options_.pushPageCache != MountOptions::PushMode::kOff) {

@@ -38,7 +38,7 @@
 #include "fusefs/fuse_server.h"
 #include "fusefs/kernel_page_pusher.h"
 #include "prefetch/prefetcher.h"
-#include "prefetch/torch_order_follower.h"
+#include "prefetch/torch_order_jobs.h"
 #include "transport/cluster.h"
 
 namespace epochfs::fusefs {
@@ -112,14 +112,13 @@ class Daemon {
   cache::Result<DatasetNamespace> loadNamespace();
   // The FUSE settings every mount of this daemon shares.
   FuseServer::Config fuseConfig() const;
-  // Mounts `mountpoint` (or resumes `held`'s descriptor) as mount `id`
-  // owned by `owner`, gives a mount other than 0 an admin socket of its own,
-  // and adds it to mounts_.
-  cache::Status serveMount(uint32_t id, const std::string& mountpoint, bool allowOther, uid_t owner,
-                           const HeldMount* held);
+  // Mounts `m.mountpoint` (`resume`: adopts `m.fd` and replays its INIT) as
+  // mount `id` with m's owner, allow_other and --order, gives a mount other
+  // than 0 an admin socket of its own, and adds it to mounts_.
+  cache::Status serveMount(uint32_t id, const HeldMount& m, bool resume);
   // The admin `join` command: one more mountpoint of this dataset.
   cache::Status join(const std::string& mountpoint, bool allowOther, std::optional<uid_t> owner,
-                     const AdminCaller& caller);
+                     const std::string& order, const AdminCaller& caller);
   // A mount other than 0 went away: its admin socket goes too.
   void forgetMount(uint32_t id);
   // stats.mount of mount `id` (null once it is gone).
@@ -169,11 +168,11 @@ class Daemon {
   std::map<uint32_t, std::unique_ptr<AdminServer>> mountSockets_;
   uint32_t nextMountId_ = 1;                // guarded by joinMu_
   std::optional<DaemonRegistry> registry_;  // set when other mounts may join
-  // Zero-change mode: built in the background after the mount.
-  void setUpTorchOrder();
-  std::unique_ptr<prefetch::TorchOrderFollower> followerOwner_;
-  std::atomic<prefetch::TorchOrderFollower*> follower_{nullptr};
-  std::thread orderSetup_;
+  // Zero-change mode: each mount's --order torch-distributed (mount 0's from
+  // the options, a joined one's from its join), the samples listed once.
+  std::optional<prefetch::TorchSamples> listTorchSamples() const;
+  cache::Status followTorchOrder(uint32_t id, const std::string& order);
+  std::unique_ptr<prefetch::TorchOrderJobs> torchOrders_;
   std::unique_ptr<AdminCommands> adminCommands_;
   AdminServer admin_;
   std::unique_ptr<MetricsHttpServer> metricsHttp_;  // --metrics-port

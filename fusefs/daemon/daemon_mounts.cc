@@ -41,10 +41,10 @@ FuseServer::Config Daemon::fuseConfig() const {
   return fc;
 }
 
-Status Daemon::serveMount(uint32_t id, const std::string& mountpoint, bool allowOther, uid_t owner,
-                          const HeldMount* held) {
+Status Daemon::serveMount(uint32_t id, const HeldMount& m, bool resume) {
+  const std::string& mountpoint = m.mountpoint;
   FuseServer::Config fc = fuseConfig();
-  fc.allowOther = allowOther;
+  fc.allowOther = m.allowOther;
   fc.job = id;
   if (id != 0) {
     // Its own socket: requests through it act on this mount (its orders,
@@ -52,7 +52,7 @@ Status Daemon::serveMount(uint32_t id, const std::string& mountpoint, bool allow
     auto path = AdminServer::defaultPath(mountpoint);
     if (!path.isOk()) return path.status();
     auto server = std::make_unique<AdminServer>();
-    server->setMount({id, owner});
+    server->setMount({id, m.owner});
     adminCommands_->registerMount(*server);
     Status st = server->start(*path);
     if (!st.isOk()) return st;
@@ -60,9 +60,9 @@ Status Daemon::serveMount(uint32_t id, const std::string& mountpoint, bool allow
     std::lock_guard<std::mutex> lock(socketsMu_);
     mountSockets_[id] = std::move(server);
   }
-  if (held != nullptr) {
-    fc.adoptFd = held->fd;
-    fc.initMessage = held->initMessage;
+  if (resume) {
+    fc.adoptFd = m.fd;
+    fc.initMessage = m.initMessage;
   }
   auto server = std::make_unique<FuseServer>(fc, *namespace_, *cache_, *source_, prefetcher_.get());
   Status s = server->mount(mountpoint);
@@ -72,11 +72,18 @@ Status Daemon::serveMount(uint32_t id, const std::string& mountpoint, bool allow
   }
   // A new mount's connection goes to the supervisor before it serves: a
   // worker that dies from here on is restarted with it.
-  if (held == nullptr && supervision_ && supervision_->sendMount) {
-    supervision_->sendMount({mountpoint, server->fuseFd(), server->initMessage(), owner});
+  if (!resume && supervision_ && supervision_->sendMount) {
+    HeldMount held = m;
+    held.fd = server->fuseFd();
+    held.initMessage = server->initMessage();
+    supervision_->sendMount(held);
   }
   raiseKernelReadAhead(mountpoint);
-  return mounts_->add(id, mountpoint, std::move(server));
+  Status added = mounts_->add(id, mountpoint, std::move(server));
+  if (!added.isOk()) return added;
+  // A bad --order of a joined mount was refused before it mounted (join).
+  (void)followTorchOrder(id, m.order);
+  return added;
 }
 
 json Daemon::mountStats(uint32_t id) const {
@@ -90,6 +97,10 @@ json Daemon::mountStats(uint32_t id) const {
            {"read_bytes", c.readBytes.load(std::memory_order_relaxed)},
            {"stalled_reads", c.stalledReads.load(std::memory_order_relaxed)}};
   });
+  if (!out.is_null()) {
+    const auto epoch = torchOrders_->epoch(id);
+    out["torch_epoch"] = epoch ? json(*epoch) : json(nullptr);
+  }
   return out;
 }
 
@@ -106,7 +117,7 @@ void Daemon::forgetMount(uint32_t id) {
 }
 
 Status Daemon::join(const std::string& mountpoint, bool allowOther, std::optional<uid_t> owner,
-                    const AdminCaller& caller) {
+                    const std::string& order, const AdminCaller& caller) {
   if (!registry_) return Status::unavailable("this daemon keeps its one mount");
   // The daemon mounts in its own mount namespace: the caller must see the same.
   auto nsOf = [](const std::string& pid) {
@@ -120,13 +131,20 @@ Status Daemon::join(const std::string& mountpoint, bool allowOther, std::optiona
   if (mountpoint.empty() || mountpoint[0] != '/' || mountpoint.size() > 4096) {
     return Status::invalidArgument("the mountpoint must be an absolute path");
   }
+  if (!order.empty() && !parseTorchOrder(order).isOk()) {
+    return Status::invalidArgument("--order: " + parseTorchOrder(order).status().message());
+  }
   std::lock_guard<std::mutex> lock(joinMu_);
   if (mounts_->stopping()) return Status::unavailable("the daemon is stopping");
   if (mounts_->serves(mountpoint)) {
     return Status::invalidArgument(mountpoint + " is already mounted by this daemon");
   }
-  Status s =
-      serveMount(nextMountId_++, mountpoint, allowOther, owner.value_or(caller.uid), nullptr);
+  HeldMount m;
+  m.mountpoint = mountpoint;
+  m.owner = owner.value_or(caller.uid);
+  m.allowOther = allowOther;
+  m.order = order;
+  Status s = serveMount(nextMountId_++, m, false);
   if (s.isOk()) {
     mounts_->start();
     spdlog::info("{} joined: {} mount(s) of {}", mountpoint, mounts_->mountpoints().size(),
@@ -152,6 +170,7 @@ int Daemon::run() {
   mounts_->start();
   const int rc = mounts_->wait([this](uint32_t id, const std::string& mountpoint) {
     if (supervision_ && supervision_->sendUnmounted) supervision_->sendUnmounted(mountpoint);
+    torchOrders_->end(id);
     prefetcher_->clear(id);  // its job's plans end with it
     forgetMount(id);
   });

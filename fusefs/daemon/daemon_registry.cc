@@ -103,8 +103,6 @@ void DaemonRegistry::unlockStart() {
   lockFd_ = -1;
 }
 
-void DaemonRegistry::closeInherited() { unlockStart(); }
-
 int DaemonRegistry::takeLock() { return std::exchange(lockFd_, -1); }
 
 std::string DaemonRegistry::entryPath() const { return dir_ + "/shared-" + key_ + ".json"; }
@@ -142,7 +140,7 @@ Result<bool> DaemonRegistry::publish(const Entry& e) const {
 }
 
 Status DaemonRegistry::join(const Entry& e, const std::string& mountpoint, bool allowOther,
-                            std::optional<uid_t> owner) {
+                            std::optional<uid_t> owner, const std::string& order) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (e.socket.size() >= sizeof addr.sun_path) {
@@ -158,7 +156,8 @@ Status DaemonRegistry::join(const Entry& e, const std::string& mountpoint, bool 
   const json request = {{"cmd", admin::kCmdJoin},
                         {"mountpoint", mountpoint},
                         {"allow_other", allowOther},
-                        {"owner", owner ? json(*owner) : json(nullptr)}};
+                        {"owner", owner ? json(*owner) : json(nullptr)},
+                        {"order", order.empty() ? json(nullptr) : json(order)}};
   std::string reply;
   const bool sent =
       connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
@@ -223,7 +222,6 @@ json daemonShape(const MountOptions& o) {
 
 std::string whyNotShared(const MountOptions& o) {
   if (o.ownDaemon) return "--own-daemon";
-  if (o.torchOrder) return "--order (one zero-change order per daemon)";
   if (o.pushPageCache != MountOptions::PushMode::kOff) {
     return "--push-page-cache (pages are pushed to one mount)";
   }

@@ -45,11 +45,11 @@ class DaemonRegistry {
   ~DaemonRegistry();
 
   // Blocks until this process holds the start lock (close-on-exec). A child
-  // forked while it is held shares it: closeInherited() there leaves it to
-  // the parent, whose unlockStart() (or exit) frees it.
+  // forked while it is held shares it: unlockStart() there closes only the
+  // child's descriptor, and the lock stays the parent's until its
+  // unlockStart() (or exit).
   cache::Status lockStart();
   void unlockStart();
-  void closeInherited();
   // Hands the held lock's descriptor to the caller (-1: none), who closes it
   // to let go of the lock (a -f mount's supervisor, once its worker serves).
   int takeLock();
@@ -58,9 +58,10 @@ class DaemonRegistry {
   std::optional<Entry> read() const;
   // Writes `e` unless another live daemon's entry is there (false then).
   cache::Result<bool> publish(const Entry& e) const;
-  // Asks the daemon of `e` to mount `mountpoint` too (the admin `join`).
+  // Asks the daemon of `e` to mount `mountpoint` too (the admin `join`),
+  // following `order` (--order torch-distributed:..., or empty) for it.
   static cache::Status join(const Entry& e, const std::string& mountpoint, bool allowOther,
-                            std::optional<uid_t> owner);
+                            std::optional<uid_t> owner, const std::string& order);
   // Removes the entry if it still names `socket`.
   void withdraw(const std::string& socket) const;
 
@@ -77,11 +78,12 @@ class DaemonRegistry {
 
 // The options every mount of one daemon shares (tiers, budgets, prefetch,
 // cluster...): a mount joins only a daemon of the same shape. Mountpoint,
-// --allow-other and --nonempty are each mount's own; a joining mount's
-// --log-level and --log-file are not used (the daemon logs where it does).
+// --allow-other, --nonempty, --owner and --order are each mount's own; a
+// joining mount's --log-level and --log-file are not used (the daemon logs
+// where it does).
 nlohmann::json daemonShape(const MountOptions& options);
 // Why a mount with `options` neither joins a daemon nor lets others join
-// its own ("" if it may): --own-daemon, --order, --push-page-cache. (A -f
+// its own ("" if it may): --own-daemon, --push-page-cache. (A -f
 // mount never joins, as its process must stay, but others may join it.)
 std::string whyNotShared(const MountOptions& options);
 // The first option whose value differs ("" if none), for the one line a

@@ -139,7 +139,8 @@ std::optional<int> joinRunningDaemon(const MountOptions& o,
     const std::string differs =
         epochfs::fusefs::shapeDifference(epochfs::fusefs::daemonShape(o), live->shape);
     if (differs.empty()) {
-      auto joined = DaemonRegistry::join(*live, o.mountpoint, o.allowOther, o.owner);
+      auto joined =
+          DaemonRegistry::join(*live, o.mountpoint, o.allowOther, o.owner, o.torchOrderText);
       if (joined.isOk()) return 0;
       *reason = "the daemon serving it (pid " + std::to_string(live->pid) +
                 ") did not take this mount: " + joined.message();
@@ -251,7 +252,8 @@ int main(int argc, char** argv) {
       return 0;  // the start lock goes with this process: a waiting mount now joins
     }
     close(ready[0]);
-    if (registry) registry->closeInherited();  // the parent holds the start lock
+    // The child's copy only: the parent holds the start lock until it exits.
+    if (registry) registry->unlockStart();
     setsid();
   }
 

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include "fusefs/daemon/memory_limit.h"
@@ -81,32 +83,41 @@ std::string canonicalDir(const std::string& path, const char* what) {
 
 }  // namespace
 
-Result<gid_t> resolveGroup(const std::string& name) {
+namespace {
+
+// `name`'s id from the user or group database (`byName`), else `name` read
+// as a number: an id need not have an entry.
+template <typename Id>
+Result<Id> resolveId(
+    const std::string& name, const char* what,
+    const std::function<std::optional<Id>(const char*, std::vector<char>&)>& byName) {
   std::vector<char> buf(16384);
-  struct group gr;
-  struct group* found = nullptr;
-  if (getgrnam_r(name.c_str(), &gr, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
-    return found->gr_gid;
-  }
+  if (auto id = byName(name.c_str(), buf)) return *id;
   if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos &&
       name.size() < 10) {
-    return static_cast<gid_t>(std::stoul(name));
+    return static_cast<Id>(std::stoul(name));
   }
-  return Status::invalidArgument("no such group '" + name + "'");
+  return Status::invalidArgument(std::string("no such ") + what + " '" + name + "'");
+}
+
+}  // namespace
+
+Result<gid_t> resolveGroup(const std::string& name) {
+  return resolveId<gid_t>(name, "group", [](const char* n, std::vector<char>& buf) {
+    struct group gr;
+    struct group* found = nullptr;
+    const bool ok = getgrnam_r(n, &gr, buf.data(), buf.size(), &found) == 0 && found != nullptr;
+    return ok ? std::optional<gid_t>(found->gr_gid) : std::nullopt;
+  });
 }
 
 Result<uid_t> resolveUser(const std::string& name) {
-  std::vector<char> buf(16384);
-  struct passwd pw;
-  struct passwd* found = nullptr;
-  if (getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
-    return found->pw_uid;
-  }
-  if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos &&
-      name.size() < 10) {
-    return static_cast<uid_t>(std::stoul(name));
-  }
-  return Status::invalidArgument("no such user '" + name + "'");
+  return resolveId<uid_t>(name, "user", [](const char* n, std::vector<char>& buf) {
+    struct passwd pw;
+    struct passwd* found = nullptr;
+    const bool ok = getpwnam_r(n, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr;
+    return ok ? std::optional<uid_t>(found->pw_uid) : std::nullopt;
+  });
 }
 
 uint64_t availableMemoryBytes() { return detectMemoryLimit().effectiveBytes(); }
@@ -382,6 +393,7 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
     if (!spec.isOk()) return Status::invalidArgument("--order: " + spec.status().message());
     o.torchOrder = true;
     o.torchOrderSpec = *spec;
+    o.torchOrderText = order;
   }
   if (prefetchMemory.empty()) {
     o.prefetchMemory = defaults.prefetchBytes;

@@ -93,6 +93,7 @@ struct MountOptions {
   // Zero-change mode: --order torch-distributed:seed=S,world=W,ranks=R1+R2[,drop_last=1]
   bool torchOrder = false;
   prefetch::TorchOrderSpec torchOrderSpec;
+  std::string torchOrderText;  // as given: a joining mount hands it to the daemon
   // Cluster (docs/CLUSTER.md): standalone unless one of peers/hostfile/slurm.
   std::string clusterPeers;       // --peers host:port,... (every member, same order everywhere)
   std::string clusterHostfile;    // --hostfile FILE (absolute)

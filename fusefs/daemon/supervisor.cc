@@ -220,17 +220,11 @@ void Supervisor::readChannel() {
     const std::string kind = text.substr(0, nl);
     const std::string payload = nl == std::string::npos ? "" : text.substr(nl + 1);
     if (kind == "mount" && fd >= 0) {
-      // MOUNTPOINT (hex) \n FUSE_INIT (hex) \n OWNER
-      const size_t a = payload.find('\n');
-      const size_t b = a == std::string::npos ? a : payload.find('\n', a + 1);
-      HeldMount m{fromHex(payload.substr(0, a)), fd,
-                  b == std::string::npos ? "" : fromHex(payload.substr(a + 1, b - a - 1)),
-                  b == std::string::npos
-                      ? 0
-                      : static_cast<uid_t>(std::strtoul(payload.c_str() + b + 1, nullptr, 10))};
-      if (!m.mountpoint.empty() && !m.initMessage.empty()) {
-        spdlog::info("supervisor: holds {} ({} mount(s))", m.mountpoint, mounts_.size() + 1);
-        mounts_.push_back(std::move(m));
+      // encodeHeldMount; the descriptor came beside it.
+      if (auto m = decodeHeldMount(payload)) {
+        m->fd = fd;
+        spdlog::info("supervisor: holds {} ({} mount(s))", m->mountpoint, mounts_.size() + 1);
+        mounts_.push_back(std::move(*m));
         fd = -1;
       }
     } else if (kind == "unmounted") {

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -54,17 +55,49 @@ std::string fromHex(const std::string& hex) {
   return out;
 }
 
+std::string encodeHeldMount(const HeldMount& m) {
+  std::string out = std::to_string(m.fd);
+  out += ':';
+  out += toHex(m.mountpoint);
+  out += ':';
+  out += toHex(m.initMessage);
+  out += ':';
+  out += std::to_string(m.owner);
+  out += m.allowOther ? ":1:" : ":0:";
+  out += toHex(m.order);
+  return out;
+}
+
+std::optional<HeldMount> decodeHeldMount(const std::string& item) {
+  std::vector<std::string> fields;
+  for (size_t at = 0;;) {
+    const size_t colon = item.find(':', at);
+    fields.push_back(item.substr(at, colon == std::string::npos ? colon : colon - at));
+    if (colon == std::string::npos) break;
+    at = colon + 1;
+  }
+  if (fields.size() != 4 && fields.size() != 6) return std::nullopt;
+  char* stop = nullptr;
+  const long fd = std::strtol(fields[0].c_str(), &stop, 10);
+  if (fields[0].empty() || *stop != '\0' || fd < 0 || fd > INT32_MAX) return std::nullopt;
+  HeldMount m;
+  m.fd = static_cast<int>(fd);
+  m.mountpoint = fromHex(fields[1]);
+  m.initMessage = fromHex(fields[2]);
+  m.owner = static_cast<uid_t>(std::strtoul(fields[3].c_str(), nullptr, 10));
+  if (fields.size() == 6) {
+    m.allowOther = fields[4] == "1";
+    m.order = fromHex(fields[5]);
+  }
+  if (m.mountpoint.empty() || m.initMessage.empty()) return std::nullopt;
+  return m;
+}
+
 std::string encodeHeldMounts(const std::vector<HeldMount>& mounts) {
   std::string out;
   for (const HeldMount& m : mounts) {
     if (!out.empty()) out += ',';
-    out += std::to_string(m.fd);
-    out += ':';
-    out += toHex(m.mountpoint);
-    out += ':';
-    out += toHex(m.initMessage);
-    out += ':';
-    out += std::to_string(m.owner);
+    out += encodeHeldMount(m);
   }
   return out;
 }
@@ -75,22 +108,9 @@ std::vector<HeldMount> decodeHeldMounts(const std::string& text) {
   while (at < text.size()) {
     size_t end = text.find(',', at);
     if (end == std::string::npos) end = text.size();
-    const std::string item = text.substr(at, end - at);
+    auto m = decodeHeldMount(text.substr(at, end - at));
     at = end + 1;
-    const size_t a = item.find(':');
-    const size_t b = a == std::string::npos ? a : item.find(':', a + 1);
-    const size_t c = b == std::string::npos ? b : item.find(':', b + 1);
-    if (c == std::string::npos) continue;
-    char* stop = nullptr;
-    const long fd = std::strtol(item.c_str(), &stop, 10);
-    HeldMount m{fromHex(item.substr(a + 1, b - a - 1)), static_cast<int>(fd),
-                fromHex(item.substr(b + 1, c - b - 1)),
-                static_cast<uid_t>(std::strtoul(item.c_str() + c + 1, nullptr, 10))};
-    if (stop != item.c_str() + a || fd < 0 || m.mountpoint.empty() || m.initMessage.empty() ||
-        fcntl(m.fd, F_GETFD) < 0) {
-      continue;
-    }
-    out.push_back(std::move(m));
+    if (m && fcntl(m->fd, F_GETFD) >= 0) out.push_back(std::move(*m));
   }
   return out;
 }
@@ -160,15 +180,7 @@ void SupervisorLink::send(const std::string& message, int fd) {
   (void)sendmsg(channel_, &msg, MSG_NOSIGNAL);
 }
 
-void SupervisorLink::sendMount(const HeldMount& m) {
-  std::string text = "mount\n";
-  text += toHex(m.mountpoint);
-  text += '\n';
-  text += toHex(m.initMessage);
-  text += '\n';
-  text += std::to_string(m.owner);
-  send(text, m.fd);
-}
+void SupervisorLink::sendMount(const HeldMount& m) { send("mount\n" + encodeHeldMount(m), m.fd); }
 
 void SupervisorLink::sendUnmounted(const std::string& mountpoint) {
   send("unmounted\n" + toHex(mountpoint));

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,15 @@ struct HeldMount {
   int fd = -1;              // its /dev/fuse descriptor
   std::string initMessage;  // the kernel's FUSE_INIT, replayed by the next worker
   uid_t owner = 0;          // who owns the mount (--owner; docs/ADMIN.md)
+  bool allowOther = false;  // mounted with allow_other
+  std::string order;        // its --order (torch-distributed:...), or empty
 };
-// "FD:HEX(MOUNTPOINT):HEX(INIT):OWNER" joined by ','; decode drops malformed entries.
+// One mount: "FD:HEX(MOUNTPOINT):HEX(INIT):OWNER:ALLOW_OTHER:HEX(ORDER)" (the
+// last two may be missing: a supervisor of an older release); nullopt when
+// malformed. FD is the sender's number (the descriptor itself travels apart).
+std::string encodeHeldMount(const HeldMount& m);
+std::optional<HeldMount> decodeHeldMount(const std::string& item);
+// Every mount, joined by ','; decode drops malformed entries and closed descriptors.
 std::string encodeHeldMounts(const std::vector<HeldMount>& mounts);
 std::vector<HeldMount> decodeHeldMounts(const std::string& text);
 

@@ -463,10 +463,11 @@ TEST_F(SharedDaemonTest, JoinedMountsSurviveWorkerKillAndFounderUnmount) {
   EXPECT_TRUE(mountPointsUnder(root_).empty());
 }
 
-// Pass: a mount with other daemon options (--ram-cache 32M against 64M) and
-// one with --own-daemon each get a daemon of their own (3 different pids)
-// and exit 0; the first says so in exactly one "epochfs: ... own daemon"
-// stderr line, the second prints nothing; all three read a file right.
+// Pass: a mount with other daemon options (--ram-cache 32M against 64M), one
+// with --push-page-cache and one with --own-daemon each get a daemon of their
+// own (4 different pids) and exit 0; the first two say so in exactly one
+// "epochfs: ... own daemon: REASON" stderr line, the last prints nothing; all
+// four read a file right.
 TEST_F(SharedDaemonTest, OtherOptionsOrOwnDaemonGetTheirOwnDaemon) {
   auto r = mount({"--ram-cache", "64M"});
   ASSERT_EQ(r.exitCode, 0) << r.describe();
@@ -481,6 +482,15 @@ TEST_F(SharedDaemonTest, OtherOptionsOrOwnDaemonGetTheirOwnDaemon) {
   EXPECT_GT(otherPid, 0);
   EXPECT_NE(otherPid, founder);
 
+  const std::string pushing = mountpoint("push-page-cache");
+  r = mountAt(src_, pushing, {"--ram-cache", "64M", "--push-page-cache", "on"});
+  ASSERT_EQ(r.exitCode, 0) << r.describe();
+  EXPECT_TRUE(oneEpochfsLine(r, {"own daemon: --push-page-cache"})) << r.describe();
+  const pid_t pushPid = daemonPid(pushing);
+  EXPECT_GT(pushPid, 0);
+  EXPECT_NE(pushPid, founder);
+  EXPECT_NE(pushPid, otherPid);
+
   const std::string own = mountpoint("own-daemon");
   r = mountAt(src_, own, {"--ram-cache", "64M", "--own-daemon"});
   ASSERT_EQ(r.exitCode, 0) << r.describe();
@@ -489,8 +499,9 @@ TEST_F(SharedDaemonTest, OtherOptionsOrOwnDaemonGetTheirOwnDaemon) {
   EXPECT_GT(ownPid, 0);
   EXPECT_NE(ownPid, founder);
   EXPECT_NE(ownPid, otherPid);
+  EXPECT_NE(ownPid, pushPid);
 
-  for (const auto& m : {mnt_, other, own}) {
+  for (const auto& m : {mnt_, other, pushing, own}) {
     EXPECT_TRUE(readFile(m + "/hello.bin").data == hello_) << m;
   }
 }

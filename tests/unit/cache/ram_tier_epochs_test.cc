@@ -266,7 +266,7 @@ TEST(RamTierEpochsTest, ShrinkDropsWhatTheEpochRead) {
 class NeededSooner : public EvictionAdvisor {
  public:
   bool active() const override { return true; }
-  uint64_t nextUse(const ChunkKey& key) const override { return key.fileId == newcomer ? 2 : 1; }
+  uint64_t nextUseNs(const ChunkKey& key) const override { return key.fileId == newcomer ? 2 : 1; }
   uint64_t newcomer = 0;
 };
 

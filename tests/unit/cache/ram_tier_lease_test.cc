@@ -35,7 +35,7 @@ ChunkRef chunk(uint64_t fileId) {
 class FixedAdvisor : public EvictionAdvisor {
  public:
   bool active() const override { return true; }
-  uint64_t nextUse(const ChunkKey& key) const override {
+  uint64_t nextUseNs(const ChunkKey& key) const override {
     gate.pass();
     return key.fileId == 1 ? 1 : key.fileId == 3 ? 2 : kNever;
   }

@@ -56,7 +56,7 @@ class SequenceAdvisor : public EvictionAdvisor {
       : seq_(seq), active_(active) {}
   void setPosition(size_t pos) { pos_.store(pos); }
   bool active() const override { return active_; }
-  uint64_t nextUse(const cache::ChunkKey& key) const override {
+  uint64_t nextUseNs(const cache::ChunkKey& key) const override {
     const size_t pos = pos_.load();
     for (size_t j = pos + 1; j < seq_.size(); ++j) {
       if (identityOf(seq_[j]).fileId == key.fileId) return j - pos;

@@ -261,7 +261,7 @@ TEST(OpenPositionTest, OpensOffThePlanExpireIt) {
 TEST(OpenPositionTest, RangeEntriesStayReadTrackedAndTheObserverSeesOpens) {
   Rig rig(options());
   std::atomic<int> observed{0};
-  rig.prefetcher->setReadObserver([&](uint64_t) { observed++; });
+  rig.prefetcher->setReadObserver([&](uint64_t, uint32_t) { observed++; });
   auto files = rig.addFiles(1, 4 * kChunkSize, "shard");
   std::vector<PlanEntry> ranges;
   for (int i = 0; i < 4; ++i) {

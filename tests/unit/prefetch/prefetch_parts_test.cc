@@ -108,6 +108,39 @@ TEST(PlanTracker, AnAccessIsTheNearestUnconsumedEntryAcrossRanks) {
   EXPECT_EQ(m.pos, 1u);
 }
 
+// Two jobs (mounts) read the same files at different speeds: eviction asks
+// which is read first in time, so the fast job's farther entry comes before
+// the slow job's nearer one.
+TEST(PlanTracker, NextUseIsInTimeAtEachStreamsRate) {
+  PlanTracker t(1000);
+  std::vector<PlanEntry> files;
+  for (int i = 1; i <= 200; ++i) files.push_back(entry(i, 1000));
+  // Job 1 reads 1..200; job 2 reads 200..1.
+  auto fast = t.set(std::make_shared<AccessPlan>(0, 0, 0, files, 1), 0);
+  auto slow = t.set(std::make_shared<AccessPlan>(
+                        0, 0, 0, std::vector<PlanEntry>(files.rbegin(), files.rend()), 2),
+                    0);
+  // Before either rate is known, an entry counts 1 ms.
+  EXPECT_EQ(t.nextUseNs(150), 50'000'000u);  // job 2's entry 50
+  EXPECT_EQ(t.nextUse(150), 50u);
+  // Over 2 s, job 1 consumes 100 entries (50/s), job 2 consumes 10 (5/s).
+  for (uint32_t p = 0; p < 100; ++p) fast->consume(p);
+  for (uint32_t p = 0; p < 10; ++p) slow->consume(p);
+  fast->updateRate(2'000'000'000);
+  slow->updateRate(2'000'000'000);
+  // File 150: job 1's next entry is 49 ahead (0.98 s), job 2's 40 ahead (8 s).
+  EXPECT_EQ(t.nextUse(150), 40u);
+  EXPECT_NEAR(static_cast<double>(t.nextUseNs(150)), 0.98e9, 1e6);
+  // File 101: job 1 reads it next (0 ahead), before job 2.
+  EXPECT_EQ(t.nextUseNs(101), 0u);
+  // File 5: job 1 consumed it; job 2 reads it 185 entries on, 37 s.
+  EXPECT_NEAR(static_cast<double>(t.nextUseNs(5)), 37e9, 1e7);
+  // A stream whose reader stopped is slow, not never needed: 1 s an entry.
+  slow->updateRate(1'000'000'000'000);
+  EXPECT_LE(t.nextUseNs(5), 185'000'000'000u);
+  EXPECT_EQ(t.nextUseNs(999), cache::EvictionAdvisor::kNever);
+}
+
 TEST(PlanTracker, ANewPlanReplacesItsRanksAndRemovalEndsLiveness) {
   PlanTracker t(1000);
   auto first = t.set(plan(3), 0);
@@ -156,7 +189,7 @@ struct PositionRig {
     hooks.consume = [this](PlanStream& s, uint32_t pos) {
       if (s.consume(pos) != 0) consumed.push_back(pos);
     };
-    hooks.observe = [this](uint64_t fileId) { observed.push_back(fileId); };
+    hooks.observe = [this](uint64_t fileId, uint32_t) { observed.push_back(fileId); };
     hooks.leftPlans = [this](uint32_t) { ++leftPlans; };
     hooks.now = [] { return int64_t{1}; };
     source = PositionSource::make(mode, every, tracker, hooks);
@@ -222,7 +255,7 @@ TEST(PositionSource, SentinelReadsSweepPushedEntriesBeforeTheirSlack) {
 TEST(PositionSource, ReadersLeavingThePlansEndThem) {
   PlanTracker tracker(2);
   int left = 0;
-  PositionHooks hooks{[](PlanStream& s, uint32_t p) { s.consume(p); }, [](uint64_t) {},
+  PositionHooks hooks{[](PlanStream& s, uint32_t p) { s.consume(p); }, [](uint64_t, uint32_t) {},
                       [&](uint32_t) { ++left; }, [] { return int64_t{0}; }};
   auto source = PositionSource::make(PositionMode::kReads, 8, tracker, hooks);
   tracker.set(plan(3), 0);

@@ -1,0 +1,89 @@
+#include "prefetch/torch_order_jobs.h"
+
+#include <spdlog/spdlog.h>
+
+namespace epochfs::prefetch {
+
+TorchOrderJobs::TorchOrderJobs(Prefetcher& prefetcher, ListSamples list)
+    : prefetcher_(prefetcher), list_(std::move(list)) {}
+
+TorchOrderJobs::~TorchOrderJobs() {
+  if (listing_.joinable()) listing_.join();
+  std::map<uint32_t, std::unique_ptr<TorchOrderFollower>> gone;
+  std::lock_guard<std::mutex> lock(mu_);
+  gone.swap(followers_);
+}
+
+void TorchOrderJobs::follow(uint32_t job, const TorchOrderSpec& spec) {
+  std::unique_ptr<TorchOrderFollower> replaced;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = followers_.find(job); it != followers_.end()) {
+    replaced = std::move(it->second);
+    followers_.erase(it);
+  }
+  if (samples_) {
+    startLocked(job, spec);
+    return;
+  }
+  if (listingFailed_) return;  // said once, by list()
+  pending_.emplace_back(job, spec);
+  if (!listingStarted_) {
+    listingStarted_ = true;
+    listing_ = std::thread([this] { list(); });
+  }
+}
+
+void TorchOrderJobs::end(uint32_t job) {
+  std::unique_ptr<TorchOrderFollower> gone;  // joins its thread after the lock
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(pending_, [job](const auto& p) { return p.first == job; });
+  if (auto it = followers_.find(job); it != followers_.end()) {
+    gone = std::move(it->second);
+    followers_.erase(it);
+  }
+}
+
+void TorchOrderJobs::onRead(uint64_t fileId, uint32_t job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = followers_.find(job); it != followers_.end()) it->second->onRead(fileId);
+}
+
+std::optional<int64_t> TorchOrderJobs::epoch(uint32_t job) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = followers_.find(job); it != followers_.end()) return it->second->epoch();
+  for (const auto& p : pending_) {
+    if (p.first == job) return -1;
+  }
+  return std::nullopt;
+}
+
+bool TorchOrderJobs::any() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !followers_.empty() || !pending_.empty();
+}
+
+bool TorchOrderJobs::listed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return samples_ != nullptr;
+}
+
+void TorchOrderJobs::list() {
+  std::optional<TorchSamples> listed = list_();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!listed) {
+    listingFailed_ = true;
+    pending_.clear();
+    return;
+  }
+  samples_ = std::make_shared<const TorchSamples>(std::move(*listed));
+  for (const auto& [job, spec] : pending_) startLocked(job, spec);
+  pending_.clear();
+}
+
+void TorchOrderJobs::startLocked(uint32_t job, const TorchOrderSpec& spec) {
+  followers_[job] = std::make_unique<TorchOrderFollower>(spec, samples_, prefetcher_, job);
+  spdlog::info("mount {}: follows torch's order (seed {}, world {}, {} rank(s))", job, spec.seed,
+               spec.world, spec.ranks.size());
+}
+
+}  // namespace epochfs::prefetch

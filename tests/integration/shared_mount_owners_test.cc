@@ -82,9 +82,9 @@ class SharedMountOwnersTest : public MountTest {
 // order on its own mount: both plans stay (one each). Reading 10 files of A's
 // order through A advances A's stream only (B's stays at 0) and counts in A's
 // `stats` mount section only. User 2002 is
-// refused (exit 4) clearing A's order, unmounting A, warming A and evicting
-// the shared cache; user 2001 clears A's order (B's stays); user 2002
-// unmounts B (A still served, the same daemon).
+// refused (exit 4) clearing A's order, unmounting A, warming A, evicting
+// the shared cache and refreshing what every mount sees; user 2001 clears A's order (B's stays);
+// user 2002 unmounts B (A still served, the same daemon).
 TEST_F(SharedMountOwnersTest, EachMountHasItsOwnOrdersAndOwner) {
   auto r = mount({"--allow-other", "--owner", std::to_string(kUserA)});
   ASSERT_EQ(r.exitCode, 0) << r.describe();
@@ -125,7 +125,8 @@ TEST_F(SharedMountOwnersTest, EachMountHasItsOwnOrdersAndOwner) {
   for (const auto& args : std::vector<std::vector<std::string>>{{"order", mnt_, "--clear"},
                                                                 {"unmount", mnt_},
                                                                 {"warm", mnt_, files_[0]},
-                                                                {"evict", mntB, "--all"}}) {
+                                                                {"evict", mntB, "--all"},
+                                                                {"refresh", mntB}}) {
     r = runCtl(args, 60, as(kUserB));
     EXPECT_EQ(r.exitCode, kExitDenied) << args[0] << " " << args[1] << ": " << r.describe();
   }

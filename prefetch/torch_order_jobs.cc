@@ -12,6 +12,7 @@ TorchOrderJobs::~TorchOrderJobs() {
   std::map<uint32_t, std::unique_ptr<TorchOrderFollower>> gone;
   std::lock_guard<std::mutex> lock(mu_);
   gone.swap(followers_);
+  following_.store(false);
 }
 
 void TorchOrderJobs::follow(uint32_t job, const TorchOrderSpec& spec) {
@@ -20,6 +21,7 @@ void TorchOrderJobs::follow(uint32_t job, const TorchOrderSpec& spec) {
   if (auto it = followers_.find(job); it != followers_.end()) {
     replaced = std::move(it->second);
     followers_.erase(it);
+    following_.store(!followers_.empty());
   }
   if (samples_) {
     startLocked(job, spec);
@@ -41,9 +43,11 @@ void TorchOrderJobs::end(uint32_t job) {
     gone = std::move(it->second);
     followers_.erase(it);
   }
+  following_.store(!followers_.empty());
 }
 
 void TorchOrderJobs::onRead(uint64_t fileId, uint32_t job) {
+  if (!following_.load(std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = followers_.find(job); it != followers_.end()) it->second->onRead(fileId);
 }
@@ -82,6 +86,7 @@ void TorchOrderJobs::list() {
 
 void TorchOrderJobs::startLocked(uint32_t job, const TorchOrderSpec& spec) {
   followers_[job] = std::make_unique<TorchOrderFollower>(spec, samples_, prefetcher_, job);
+  following_.store(true);
   spdlog::info("mount {}: follows torch's order (seed {}, world {}, {} rank(s))", job, spec.seed,
                spec.world, spec.ranks.size());
 }

@@ -5,9 +5,11 @@
 // of its own at the first follow(), and shared by every follower; a follow()
 // before it is ready starts its follower when it is.
 // Thread-safety: every method may be called from any thread; onRead() (every
-// file read from its start) takes a mutex only to find its job's follower.
+// file read from its start) takes a mutex only while some job follows an
+// order, to find its job's follower.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -53,6 +55,7 @@ class TorchOrderJobs {
   bool listingStarted_ = false, listingFailed_ = false;
   std::vector<std::pair<uint32_t, TorchOrderSpec>> pending_;  // waiting for samples_
   std::map<uint32_t, std::unique_ptr<TorchOrderFollower>> followers_;
+  std::atomic<bool> following_{false};  // !followers_.empty(), read without mu_
   std::thread listing_;
 };
 

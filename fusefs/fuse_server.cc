@@ -40,13 +40,15 @@ FuseServer::FuseServer(const Config& config, DatasetNamespace& ns, cache::ChunkC
     lastChunk_ = std::make_unique<PerInode<uint32_t>>();
     readAheadTo_ = std::make_unique<PerInode<uint32_t>>();
   }
-  if (config_.revalidateSeconds > 0) {
+  if (config_.revalidateSeconds > 0 || config_.validateFirstUse) {
     checkedAt_ = std::make_unique<PerInode<int64_t>>();
     stalePages_ = std::make_unique<PerInode<bool>>();
-    // The snapshot's entries were just seen; one a refresh adds is checked at
-    // its first use.
+    // The snapshot's entries were just seen (unless it was kept from an
+    // earlier mount); one a refresh adds is checked at its first use.
     const int64_t now = cache::steadyNowNs();
-    for (size_t i = 0; i <= ns_.nodeCount(); ++i) checkedAt_->at(i).store(now);
+    if (!config_.validateFirstUse) {
+      for (size_t i = 0; i <= ns_.nodeCount(); ++i) checkedAt_->at(i).store(now);
+    }
     invalThread_ = std::thread([this] { invalidationLoop(); });
   }
 }
@@ -204,12 +206,24 @@ fuse_entry_param FuseServer::entryFor(fuse_ino_t ino) const {
 }
 
 bool FuseServer::revalidate(fuse_ino_t ino) {
-  if (config_.revalidateSeconds == 0 || ino == DatasetNamespace::kRootIno) return false;
+  if (checkedAt_ == nullptr || ino == DatasetNamespace::kRootIno) return false;
   const int64_t now = cache::steadyNowNs();
-  const int64_t age = int64_t{config_.revalidateSeconds} * 1000000000;
-  if (now - checkedAt_->at(ino).load(std::memory_order_relaxed) < age) return false;
-  checkedAt_->at(ino).store(now, std::memory_order_relaxed);
+  std::atomic<int64_t>& checkedAt = checkedAt_->at(ino);
+  if (config_.revalidateSeconds == 0) {
+    // First use only: marked once checked, so a concurrent first reader
+    // checks too rather than read an unchecked version.
+    if (checkedAt.load(std::memory_order_acquire) != 0) return false;
+  } else {
+    const int64_t age = int64_t{config_.revalidateSeconds} * 1000000000;
+    if (now - checkedAt.load(std::memory_order_relaxed) < age) return false;
+    checkedAt.store(now, std::memory_order_relaxed);
+  }
+  const bool changed = recheck(ino);
+  if (config_.revalidateSeconds == 0) checkedAt.store(now, std::memory_order_release);
+  return changed;
+}
 
+bool FuseServer::recheck(fuse_ino_t ino) {
   NodeAttr old = ns_.attr(ino);
   NodeAttr fresh = old;
   auto st = source_.lstat(ns_.path(ino));
@@ -348,7 +362,13 @@ void FuseServer::onRead(FuseReply& reply, fuse_ino_t ino, size_t size, off_t off
     auto it = opens_.find(fi->fh);
     if (it != opens_.end()) id = it->second, pinned = true;
   }
-  if (!pinned) id = ns_.identity(ino);  // zero-message open, or opened by a previous worker
+  if (!pinned) {
+    // A kept snapshot: the file may have changed since; checked before any byte is served.
+    if (config_.validateFirstUse && revalidate(ino) && ns_.attr(ino).gone) {
+      return (void)reply.err(ENOENT);
+    }
+    id = ns_.identity(ino);  // zero-message open, or opened by a previous worker
+  }
   const uint64_t offset = static_cast<uint64_t>(off);
   if (size == 0 || offset >= id.size) return (void)reply.buf(nullptr, 0);
   const uint64_t end = std::min<uint64_t>(offset + std::min(size, kMaxReadBytes), id.size);

@@ -49,7 +49,10 @@ class FuseServer {
 
   struct Config {
     unsigned revalidateSeconds = 0;  // 0: immutable snapshot
-    unsigned threads = 1;            // FUSE worker threads (the daemon passes --threads)
+    // The snapshot may predate the mount (kept on disk): an entry is checked
+    // against the source once, at its first lookup, getattr, open or read.
+    bool validateFirstUse = false;
+    unsigned threads = 1;  // FUSE worker threads (the daemon passes --threads)
     bool allowOther = false;
     std::string fsname;             // shown in /proc/mounts
     std::string adminSocketPath;    // advertised via the xattr on the root
@@ -133,9 +136,12 @@ class FuseServer {
   double timeout() const;
   fuse_entry_param entryFor(fuse_ino_t ino) const;
   // In --revalidate mode: re-stat `ino` if its last check is older than the
-  // age. Returns true if the file changed (its chunks were dropped and its
-  // kernel pages scheduled for invalidation).
+  // age; with validateFirstUse: if it was never checked. Returns true if the
+  // file changed (its chunks were dropped and its kernel pages scheduled for
+  // invalidation).
   bool revalidate(fuse_ino_t ino);
+  // Re-stats `ino` in the source and applies a change (revalidate's work).
+  bool recheck(fuse_ino_t ino);
   void invalidationLoop();
   cache::Status handshake();        // reads and answers the kernel's FUSE_INIT
   cache::Status replayHandshake();  // a restart: FUSE_INIT again, then resend

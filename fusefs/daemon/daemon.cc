@@ -297,6 +297,7 @@ Status Daemon::start() {
   fitMemory();
   Status s = openTiers();
   if (!s.isOk()) return s;
+  if (namespaceSource_ == "walk") keepNamespace();  // for the next mount (its directory exists now)
   cache::ChunkCache::Options co;
   co.datasetId = datasetId_;
   co.chunkSize = options_.chunkSize;

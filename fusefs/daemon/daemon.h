@@ -31,6 +31,7 @@
 #include "fusefs/daemon/memory_pressure_watcher.h"
 #include "fusefs/daemon/mount_options.h"
 #include "fusefs/daemon/mount_set.h"
+#include "fusefs/daemon/namespace_store.h"
 #include "fusefs/daemon/s3_dataset.h"
 #include "fusefs/daemon/supervisor_link.h"
 #include "fusefs/dataset_namespace.h"
@@ -91,7 +92,8 @@ class Daemon {
   // After a refresh that changed the live namespace: the file index, the
   // kernel's stale entries, then publishNamespace().
   void namespaceRefreshed(const RefreshReport& r);
-  // "walk", "listing" or "handed over" (status.dataset.namespace_source).
+  // "walk", "listing", "handed over" or "kept on disk"
+  // (status.dataset.namespace_source).
   const std::string& namespaceSource() const { return namespaceSource_; }
   // start() failed because the source tree is not the one the mount showed.
   bool namespaceChanged() const { return namespaceChanged_; }
@@ -128,7 +130,15 @@ class Daemon {
   std::optional<Supervision> supervision_;
   bool namespaceChanged_ = false;
   std::string namespaceSource_;
-  std::mutex publishMu_;  // one publishNamespace() at a time
+  std::mutex publishMu_;  // one publishNamespace() (and keepNamespace()) at a time
+  // A directory source with --cache-dir: the namespace kept beside the disk
+  // tier (null otherwise). A namespace loaded from it (not clustered, not a
+  // restart) may predate the mount: each mount checks an entry against the
+  // source at its first use.
+  std::optional<NamespaceStore> namespaceStore_;
+  bool validateFirstUse_ = false;
+  // Writes the live namespace to namespaceStore_ (after a walk or a refresh).
+  void keepNamespace();
   std::chrono::steady_clock::time_point startedAt_;
   uint64_t datasetId_ = 0;
   double snapshotSeconds_ = 0;

@@ -38,6 +38,7 @@ FuseServer::Config Daemon::fuseConfig() const {
   fc.fsname = "epochfs";
   fc.adminSocketPath = socketPath_;
   fc.supervised = supervision_.has_value();
+  fc.validateFirstUse = validateFirstUse_;
   return fc;
 }
 

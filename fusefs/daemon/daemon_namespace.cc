@@ -4,6 +4,9 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
 #include <mutex>
 #include <utility>
 
@@ -52,8 +55,39 @@ cache::Result<DatasetNamespace> Daemon::loadNamespace() {
     spdlog::warn("restart: no namespace handed over; {} the source again",
                  s3_ ? "listing" : "walking");
   }
+  if (!s3_ && !options_.cacheDir.empty()) {
+    char sub[64];
+    snprintf(sub, sizeof sub, "/epochfs-%016llx", static_cast<unsigned long long>(datasetId_));
+    namespaceStore_.emplace(options_.cacheDir + sub);
+    // A restart resumes the kernel's node ids: only the hand-over may serve
+    // it. A cluster's nodes must place one snapshot: each walks (for now).
+    if ((!supervision_ || supervision_->resume.empty()) && !options_.clustered()) {
+      int64_t keptAt = 0;
+      auto kept = namespaceStore_->load(&keptAt);
+      if (kept.isOk()) {
+        namespaceSource_ = "kept on disk";
+        validateFirstUse_ = true;
+        spdlog::info(
+            "namespace kept in {} (written {}s ago): no walk; entries are checked at "
+            "their first use, `epochctl refresh` adds what is new",
+            namespaceStore_->path(), std::max<int64_t>(0, time(nullptr) - keptAt));
+        return kept;
+      }
+      if (kept.status().code() != cache::Status::Code::kNotFound) {
+        spdlog::warn("{} is not usable ({}); walking the source", namespaceStore_->path(),
+                     kept.status().message());
+      }
+    }
+  }
   namespaceSource_ = s3_ ? "listing" : "walk";
   return snapshotSource();
+}
+
+void Daemon::keepNamespace() {
+  if (!namespaceStore_ || !namespace_) return;
+  std::lock_guard<std::mutex> lock(publishMu_);
+  Status s = namespaceStore_->save(*namespace_);
+  if (!s.isOk()) spdlog::warn("cannot keep the namespace: {}", s.message());
 }
 
 void Daemon::publishNamespace() {
@@ -75,6 +109,7 @@ void Daemon::namespaceRefreshed(const RefreshReport& r) {
     f.dropKernelEntries(r.goneEntries, r.staleInodes);
   });
   publishNamespace();
+  keepNamespace();
 }
 
 }  // namespace epochfs::fusefs

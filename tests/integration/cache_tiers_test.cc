@@ -208,6 +208,57 @@ TEST_F(CacheTiersTest, RestartServesFromWarmDiskTier) {
   EXPECT_FALSE(watch.drain(false).empty()) << "inotify saw no event for a direct source read";
 }
 
+// (d') A remount with the same --cache-dir serves the namespace kept beside
+// the disk tier: no source directory is opened but the root (inotify: no
+// walk) and status says "kept on disk". Of the changes made between the
+// mounts, a rewritten file (same size, other bytes) is served with its new
+// bytes, a deleted one reads ENOENT, an added one appears after `refresh`;
+// the refresh keeps the namespace again, so the next remount shows the
+// addition, again without a walk.
+TEST_F(CacheTiersTest, RemountServesTheKeptNamespaceCheckedAtFirstUse) {
+  Dataset ds = makeDataset(src_, 400, 1, 300 * 1024, 17);
+  const std::vector<std::string> opts = {"--cache-dir", cache_,         "--ram-cache",
+                                         "64M",         "--disk-cache", "1G"};
+  auto r = mount(opts);
+  ASSERT_EQ(r.exitCode, 0) << r.describe();
+  EXPECT_EQ(admin("status")["dataset"].value("namespace_source", ""), "walk");
+  ASSERT_EQ(readAndVerify(mnt_, ds, ds.files), 0);
+  ASSERT_TRUE(unmount());
+
+  const std::string rewritten = ds.files[7], deleted = ds.files[8], added = "class1/added.bin";
+  const std::string fresh = randomBytes(ds.size[rewritten], 4242);
+  writeFile(src_ + "/" + rewritten, fresh);
+  ds.hash[rewritten] = xxh3(fresh);
+  ASSERT_EQ(unlink((src_ + "/" + deleted).c_str()), 0);
+  const std::string addedData = randomBytes(200 * 1024, 99);
+  writeFile(src_ + "/" + added, addedData);
+  std::vector<std::string> kept;
+  for (const auto& f : ds.files)
+    if (f != deleted) kept.push_back(f);
+
+  for (int remount = 0; remount < 2; ++remount) {
+    SourceWatch watch(src_);
+    r = mount(opts);
+    ASSERT_EQ(r.exitCode, 0) << r.describe();
+    const auto dirEvents = watch.drain(true);
+    EXPECT_LE(dirEvents.size(), 1u)
+        << "remount " << remount << " walked the source: " << head(dirEvents);
+    EXPECT_EQ(admin("status")["dataset"].value("namespace_source", ""), "kept on disk");
+    dropCaches();
+    EXPECT_EQ(readAndVerify(mnt_, ds, kept), 0) << "remount " << remount;
+    EXPECT_EQ(readFile(mnt_ + "/" + deleted).err, ENOENT);
+    if (remount == 0) {
+      EXPECT_EQ(readFile(mnt_ + "/" + added).err, ENOENT) << "an addition before refresh";
+      const auto refreshed = admin("refresh");
+      ASSERT_TRUE(refreshed.value("ok", false)) << refreshed.dump();
+    }
+    const auto got = readFile(mnt_ + "/" + added);
+    EXPECT_EQ(got.err, 0) << "remount " << remount;
+    EXPECT_TRUE(got.data == addedData) << "remount " << remount;
+    ASSERT_TRUE(unmount());
+  }
+}
+
 std::vector<std::string> segmentFiles(const std::string& dir) {
   std::vector<std::string> out;
   for (const auto& [rel, e] : snapshotTree(dir, false)) {

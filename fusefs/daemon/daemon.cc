@@ -68,6 +68,7 @@ MountConfig adminConfig(const MountOptions& o) {
 Daemon::Daemon(MountOptions options) : options_(std::move(options)) {}
 
 Daemon::~Daemon() {
+  if (keeper_.joinable()) keeper_.join();
   trimmer_.reset();
   if (metricsHttp_) metricsHttp_->stop();
   admin_.stop();
@@ -297,7 +298,10 @@ Status Daemon::start() {
   fitMemory();
   Status s = openTiers();
   if (!s.isOk()) return s;
-  if (namespaceSource_ == "walk") keepNamespace();  // for the next mount (its directory exists now)
+  // For the next mount (the directory exists now); a large image takes a
+  // while to write: beside the mount, not before it.
+  if (namespaceSource_ == "walk" && namespaceStore_)
+    keeper_ = std::thread([this] { keepNamespace(); });
   cache::ChunkCache::Options co;
   co.datasetId = datasetId_;
   co.chunkSize = options_.chunkSize;

@@ -139,6 +139,7 @@ class Daemon {
   bool validateFirstUse_ = false;
   // Writes the live namespace to namespaceStore_ (after a walk or a refresh).
   void keepNamespace();
+  std::thread keeper_;  // the first keepNamespace() after a walk, beside the mount
   std::chrono::steady_clock::time_point startedAt_;
   uint64_t datasetId_ = 0;
   double snapshotSeconds_ = 0;

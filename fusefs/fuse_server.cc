@@ -364,8 +364,9 @@ void FuseServer::onRead(FuseReply& reply, fuse_ino_t ino, size_t size, off_t off
   }
   if (!pinned) {
     // A kept snapshot: the file may have changed since; checked before any byte is served.
-    if (config_.validateFirstUse && revalidate(ino) && ns_.attr(ino).gone) {
-      return (void)reply.err(ENOENT);
+    if (config_.validateFirstUse) {
+      revalidate(ino);
+      if (ns_.attr(ino).gone) return (void)reply.err(ENOENT);
     }
     id = ns_.identity(ino);  // zero-message open, or opened by a previous worker
   }

@@ -67,11 +67,17 @@ TEST(TorchOrderJobs, EachJobFollowsItsOwnOrder) {
   // Job 1 reads epoch 3 of its order, job 2 epoch 7 of its own.
   for (uint64_t id : rig.order(a, 3)) jobs.onRead(id, 1);
   for (uint64_t id : rig.order(b, 7)) jobs.onRead(id, 2);
-  ASSERT_TRUE(testing::waitFor([&] { return jobs.epoch(1) == 3 && jobs.epoch(2) == 7; }));
-  EXPECT_EQ(lists, 1);  // one list for both
+  // Each follower's plans carry its job (a follower reports its epoch
+  // before its plans are set: wait for both).
+  const std::map<uint32_t, int64_t> want{{1, 3}, {2, 7}};
   std::map<uint32_t, int64_t> epochOfJob;
-  for (const auto& s : rig.prefetcher->stats()) epochOfJob[s.job] = s.epoch;
-  EXPECT_EQ(epochOfJob, (std::map<uint32_t, int64_t>{{1, 3}, {2, 7}}));
+  ASSERT_TRUE(testing::waitFor([&] {
+    epochOfJob.clear();
+    for (const auto& s : rig.prefetcher->stats()) epochOfJob[s.job] = s.epoch;
+    return jobs.epoch(1) == 3 && jobs.epoch(2) == 7 && epochOfJob == want;
+  })) << "plans of jobs: "
+      << epochOfJob.size();
+  EXPECT_EQ(lists, 1);  // one list for both
   jobs.end(1);
   EXPECT_FALSE(jobs.epoch(1).has_value());
   EXPECT_EQ(jobs.epoch(2), 7);

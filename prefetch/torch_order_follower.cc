@@ -72,7 +72,6 @@ int64_t TorchOrderFollower::detectEpoch(const std::vector<int64_t>& sampleIndexe
 }
 
 void TorchOrderFollower::startEpoch(int64_t epoch, const std::vector<int64_t>& alreadyRead) {
-  epoch_.store(epoch);
   readThisEpoch_.assign(samples_.size(), 0);
   for (int r : spec_.ranks) {
     // This epoch's order followed by the next one's (set_epoch(e + 1) is what
@@ -95,6 +94,7 @@ void TorchOrderFollower::startEpoch(int64_t epoch, const std::vector<int64_t>& a
     }
     prefetcher_.setPlan(std::make_shared<const AccessPlan>(epoch, r, 0, std::move(entries), job_));
   }
+  epoch_.store(epoch);  // once its plans are set: epoch() names plans that are there
   spdlog::info("torch order: mount {} follows epoch {} for {} rank(s)", job_, epoch,
                spec_.ranks.size());
 }

@@ -28,6 +28,7 @@ void TorchOrderJobs::follow(uint32_t job, const TorchOrderSpec& spec) {
     return;
   }
   if (listingFailed_) return;  // said once, by list()
+  std::erase_if(pending_, [job](const auto& p) { return p.first == job; });
   pending_.emplace_back(job, spec);
   if (!listingStarted_) {
     listingStarted_ = true;

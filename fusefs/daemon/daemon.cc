@@ -182,16 +182,20 @@ void Daemon::enableHugePageSlabs() {
   cache::ChunkBufferPool::global().enableHugePageSlabs(on);
 }
 
+std::string Daemon::datasetCacheDir() const {
+  char sub[64];
+  snprintf(sub, sizeof sub, "/epochfs-%016llx", static_cast<unsigned long long>(datasetId_));
+  return options_.cacheDir + sub;
+}
+
 Status Daemon::openTiers() {
   // In a cluster, guests (other nodes' chunks, peer prefetch) get the room the
   // own share leaves free plus the prefetch memory (cache/ram_tier.h).
   ram_ = std::make_unique<cache::RamTier>(options_.ramCacheBytes,
                                           options_.clustered() ? options_.prefetchMemory : 0);
   if (options_.cacheDir.empty()) return Status::ok();
-  char sub[64];
-  snprintf(sub, sizeof sub, "/epochfs-%016llx", static_cast<unsigned long long>(datasetId_));
   cache::DiskTierOptions d;
-  d.dir = options_.cacheDir + sub;
+  d.dir = datasetCacheDir();
   d.capacityBytes = options_.diskCacheBytes;
   d.datasetId = datasetId_;
   d.faults = cache::DiskFaults::fromEnvironment();  // test-only fault hook (unset: none)

@@ -106,6 +106,8 @@ class Daemon {
   // Chunk buffers from huge-page slabs per --huge-pages (after the watcher).
   void enableHugePageSlabs();
   cache::Status openTiers();
+  // This dataset's directory under --cache-dir: its disk tier and kept namespace.
+  std::string datasetCacheDir() const;
   cache::Status startCluster();
   // Opens the source (a directory, or an object store) and snapshots it.
   cache::Status openSource();

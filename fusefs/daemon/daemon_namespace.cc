@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <ctime>
 #include <mutex>
 #include <utility>
@@ -56,9 +55,7 @@ cache::Result<DatasetNamespace> Daemon::loadNamespace() {
                  s3_ ? "listing" : "walking");
   }
   if (!s3_ && !options_.cacheDir.empty()) {
-    char sub[64];
-    snprintf(sub, sizeof sub, "/epochfs-%016llx", static_cast<unsigned long long>(datasetId_));
-    namespaceStore_.emplace(options_.cacheDir + sub);
+    namespaceStore_.emplace(datasetCacheDir());
     // A restart resumes the kernel's node ids: only the hand-over may serve
     // it. A cluster's nodes must place one snapshot: each walks (for now).
     if ((!supervision_ || supervision_->resume.empty()) && !options_.clustered()) {

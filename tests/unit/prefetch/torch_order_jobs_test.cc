@@ -67,8 +67,7 @@ TEST(TorchOrderJobs, EachJobFollowsItsOwnOrder) {
   // Job 1 reads epoch 3 of its order, job 2 epoch 7 of its own.
   for (uint64_t id : rig.order(a, 3)) jobs.onRead(id, 1);
   for (uint64_t id : rig.order(b, 7)) jobs.onRead(id, 2);
-  // Each follower's plans carry its job (a follower reports its epoch
-  // before its plans are set: wait for both).
+  // Each follower's plans carry its job.
   const std::map<uint32_t, int64_t> want{{1, 3}, {2, 7}};
   std::map<uint32_t, int64_t> epochOfJob;
   ASSERT_TRUE(testing::waitFor([&] {

@@ -21,7 +21,16 @@ capacity in the batch (learners on it x local batch); what is over capacity must
 learner per bin. A plain distributed cache reads position j on learner j mod p, so a fraction
 (P-1)/P of cached reads is remote (P nodes).
 
-numpy for the simulator; matplotlib only for ``plot``.
+Job start (``JobStart``, ``job_start``): every node needs the source's namespace snapshot of F
+files. Walked on every node, the p walks share the metadata server (M calls/s, c calls per file):
+    walk per node          F / min(w, M/(p c))              w: files/s one node walks alone
+    walk once + tree       F / min(w, M/c) + transfer       the snapshot (F B bytes) sent down a
+    transfer               f S/L + (d-1) f s/L + d h        tree of fan-out k and depth d, in
+                                                            chunks of s bytes (f = min(k, p-1),
+                                                            L: link bytes/s, h: s per hop)
+with p F c against F c metadata calls; s = S (no chunks) is store and forward, d f S/L.
+
+numpy for the simulator; matplotlib only for the plots.
 """
 
 import argparse
@@ -77,6 +86,100 @@ def training_time(m):
 
 def epoch_time(m, strategy):
     return max(training_time(m), loading_time(m, strategy))
+
+
+# --- job start ------------------------------------------------------------------------------
+
+@dataclass
+class JobStart:
+    """Job-start inputs (docs/MODEL.md "Job start: one walk per job"). w and c are measured on
+    one machine (docs/PERFORMANCE.md, docs/SEMANTICS.md); M, L, k, s and h are assumptions."""
+    F: float = 1.28e6         # files in the source tree (ImageNet-1K)
+    c: float = 1.05           # metadata calls per file (a mount of 2,000 files: 2,409, of
+                              # which 308 the daemon's own start-up)
+    M: float = 2e5            # metadata server capacity, calls/s, all walkers together
+    w: float = 1e6 / 13.7     # files/s one node walks alone (a mount of 1 M files: 13.7 s)
+    B: float = 80.0           # snapshot bytes per file on the wire (the compact image)
+    L: float = 12.5e9         # bytes/s one node's link sends (100 Gb/s)
+    k: int = 4                # tree fan-out: children each node sends the snapshot to
+    s: float = 4 * 2 ** 20    # chunk, bytes (0: the whole snapshot, store and forward)
+    h: float = 1e-3           # seconds per hop (connection set-up, first byte)
+
+
+def tree_depth(p, k):
+    """Levels below the root of a tree of fan-out k holding p nodes: the smallest d with
+    1 + k + ... + k^d >= p (ceil(log_k p) or one less)."""
+    depth, reached, level = 0, 1, 1
+    while reached < p:
+        level *= k
+        reached += level
+        depth += 1
+    return depth
+
+
+def walk_seconds(j, walkers=1):
+    """Seconds of one walk of F files while `walkers` nodes walk the same metadata server."""
+    return j.F / (min(j.w, j.M / (walkers * j.c)) if j.c > 0 else j.w)
+
+
+def tree_seconds(j, p):
+    """Seconds until the last of p nodes holds the snapshot, sent from the root down a tree
+    of fan-out k in chunks: the root's link sends it f = min(k, p-1) times, and each further
+    level adds one chunk sent f times; every level adds a hop."""
+    if p <= 1:
+        return 0.0
+    snapshot = j.F * j.B
+    chunk = min(j.s, snapshot) if j.s > 0 else snapshot
+    fan, depth = min(j.k, p - 1), tree_depth(p, j.k)
+    return fan * snapshot / j.L + (depth - 1) * fan * chunk / j.L + depth * j.h
+
+
+def job_start(j, p):
+    """(walk per node s, walk once + tree s, tree s, depth, calls per node, calls once) at p
+    nodes."""
+    tree = tree_seconds(j, p)
+    return (walk_seconds(j, p), walk_seconds(j) + tree, tree, tree_depth(p, j.k),
+            p * j.F * j.c, j.F * j.c)
+
+
+def print_job_start(j, node_counts, out=None):
+    w = (out or sys.stdout).write
+    w("| nodes | walk per node s | walk once + tree s | of which tree s | tree depth |"
+      " per node / once | metadata calls, walk per node | metadata calls, walk once |\n")
+    w("|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+    for p in node_counts:
+        per_node, once, tree, depth, calls_p, calls_1 = job_start(j, p)
+        w("| %d | %.1f | %.1f | %.3f | %d | %.1fx | %s | %s |\n"
+          % (p, per_node, once, tree, depth, per_node / once, format(round(calls_p), ","),
+             format(round(calls_1), ",")))
+
+
+def plot_job_start(j, node_counts, path, title, m=None):
+    """Both job-start curves against nodes; with `m` (Inputs) one epoch's training D/(pV)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    rows = [job_start(j, p) for p in node_counts]
+    ax.plot(node_counts, [r[0] for r in rows], "o-", label="walk per node")
+    ax.plot(node_counts, [r[1] for r in rows], "s-",
+            label="walk once + tree (fan-out %d)" % j.k)
+    ax.plot(node_counts[1:], [r[2] for r in rows[1:]], "s:", color="C1", alpha=0.6,
+            label="of which the tree")
+    if m is not None:
+        ax.plot(node_counts, [training_time(replace(m, p=p)) for p in node_counts], "k--",
+                label="one epoch's training D/(pV)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(node_counts[::2], [str(p) for p in node_counts[::2]])
+    ax.set_xlabel("nodes")
+    ax.set_ylabel("job start (s): every node holds the namespace")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 0.12))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 # --- simulator ------------------------------------------------------------------------------
@@ -226,7 +329,7 @@ def plot(rows, path, title):
 def main(argv=None, prog="epochfs-model"):
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     ap.add_argument("--paper", action="store_true", help="print the paper reproduction tables")
-    ap.add_argument("--png", metavar="DIR", help="write loading-time-vs-nodes.png into DIR")
+    ap.add_argument("--png", metavar="DIR", help="write loading-time-vs-nodes.png and job-start-vs-nodes.png into DIR")
     d = Inputs()
     for name, help_ in (("D", "samples per epoch"), ("V", "training samples/s per node"),
                         ("R", "source samples/s (aggregate)"), ("U", "decode samples/s per node"),
@@ -243,7 +346,31 @@ def main(argv=None, prog="epochfs-model"):
     ap.add_argument("--per-node", type=int, default=4, help="learners per node (default 4)")
     ap.add_argument("--max-nodes", type=int, default=256)
     ap.add_argument("--seed", type=int, default=0)
+    js = JobStart()
+    ap.add_argument("--job-start", action="store_true",
+                    help="also print job-start time (namespace snapshot on every node) for 1, 2,"
+                         " 4, ... nodes up to max(1024, --max-nodes): walk per node against walk"
+                         " once + tree")
+    ap.add_argument("--files", type=float, help="files in the source tree (default: --D)")
+    for name, field, help_ in (
+            ("--calls-per-file", "c", "metadata calls per file of a walk"),
+            ("--mds-calls-per-s", "M", "metadata server capacity, calls/s, all walkers together"),
+            ("--walk-files-per-s", "w", "files/s one node walks alone"),
+            ("--snapshot-bytes-per-file", "B", "namespace snapshot bytes per file on the wire"),
+            ("--link-bytes-per-s", "L", "bytes/s one node's link sends"),
+            ("--snapshot-chunk", "s", "bytes the tree forwards at a time; 0: the whole snapshot"
+                                      " (store and forward)"),
+            ("--hop-seconds", "h", "seconds each tree level adds besides the bytes")):
+        ap.add_argument(name, type=float, default=getattr(js, field),
+                        help="%s (default %g)" % (help_, getattr(js, field)))
+    ap.add_argument("--fan-out", type=int, default=js.k,
+                    help="children each node sends the snapshot to (default %d)" % js.k)
     args = ap.parse_args(argv)
+    if args.fan_out < 1:
+        ap.error("--fan-out must be at least 1")
+    for name in ("mds_calls_per_s", "walk_files_per_s", "link_bytes_per_s"):
+        if getattr(args, name) <= 0:
+            ap.error("--%s must be positive" % name.replace("_", "-"))
     if args.paper:
         paper_report(seed=args.seed)
         print()
@@ -258,11 +385,26 @@ def main(argv=None, prog="epochfs-model"):
           " per node; D=%g V=%g R=%g U=%g N=%g:\n" % (args.local_batch, args.per_node, m.D, m.V,
                                                       m.R, m.U, m.N))
     print_sweep(rows)
+    j = JobStart(F=m.D if args.files is None else args.files, c=args.calls_per_file,
+                 M=args.mds_calls_per_s, w=args.walk_files_per_s, B=args.snapshot_bytes_per_file,
+                 L=args.link_bytes_per_s, k=args.fan_out, s=args.snapshot_chunk, h=args.hop_seconds)
+    start_counts, p = [], 1
+    while p <= max(1024, args.max_nodes):
+        start_counts.append(p)
+        p *= 2
+    if args.job_start:
+        print("\nJob start: seconds until every node holds the namespace snapshot, walked on every"
+              " node or walked once and sent down a tree (analytical model); F=%g c=%g M=%g w=%g"
+              " B=%g L=%g k=%d s=%g h=%g:\n" % (j.F, j.c, j.M, j.w, j.B, j.L, j.k, j.s, j.h))
+        print_job_start(j, start_counts)
     if args.png:
         os.makedirs(args.png, exist_ok=True)
         path = os.path.join(args.png, "loading-time-vs-nodes.png")
         plot(rows, path, "Loading time per epoch, local batch %d (D=%g)" % (args.local_batch, m.D))
         print("\nwrote %s" % path)
+        path = os.path.join(args.png, "job-start-vs-nodes.png")
+        plot_job_start(j, start_counts, path, "Job start (model), F=%g files, fan-out %d" % (j.F, j.k), m)
+        print("wrote %s" % path)
     return 0
 
 

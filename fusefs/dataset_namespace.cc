@@ -1,22 +1,20 @@
 #include "fusefs/dataset_namespace.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <spdlog/spdlog.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <deque>
-#include <functional>
-#include <thread>
-#include <unordered_map>
+#include <cstring>
 
 namespace epochfs::fusefs {
 
 using cache::Result;
 using cache::Status;
+
+namespace {
+
+constexpr uint64_t kDirectorySize = 4096;  // what a directory's st_size serves
+
+}  // namespace
 
 NodeAttr attrFromStat(const struct stat& st) {
   NodeAttr a;
@@ -33,395 +31,242 @@ NodeAttr attrFromStat(const struct stat& st) {
   return a;
 }
 
-// Walks the tree with a pool of threads: each takes a directory, lists and
-// stats its entries without the lock, then appends them in one locked step
-// and queues the subdirectories.
-class DatasetNamespace::Walker {
- public:
-  Walker(DatasetNamespace& ns, int rootFd) : ns_(ns), rootFd_(rootFd) {}
-
-  Status run(unsigned threads) {
-    Node root;
-    struct stat st;
-    if (fstat(rootFd_, &st) != 0) return Status::fromErrno(errno, "stat source root");
-    root.attr = attrFromStat(st);
-    ns_.nodes_.push_back(std::move(root));
-    queue_.push_back(1);
-    pending_ = 1;
-    std::vector<std::thread> pool;
-    for (unsigned i = 0; i < threads; ++i) pool.emplace_back([this] { work(); });
-    for (auto& t : pool) t.join();
-    return error_;
+Result<uint16_t> DatasetNamespace::ownerIndex(uint32_t uid, uint32_t gid) {
+  const uint64_t key = uint64_t{uid} << 32 | gid;
+  std::lock_guard<std::mutex> lock(*ownersMu_);
+  if (auto it = ownerIds_->find(key); it != ownerIds_->end()) return it->second;
+  const size_t next = ownerIds_->size();
+  if (next >= Owners::kCapacity) {
+    return Status::tooLarge("more than " + std::to_string(Owners::kCapacity) +
+                            " distinct (uid, gid) pairs");
   }
-
- private:
-  struct Entry {
-    std::string name;
-    struct stat st;
-    std::string target;
-  };
-
-  void work() {
-    for (;;) {
-      uint32_t dir;
-      std::string dirPath;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return !queue_.empty() || pending_ == 0; });
-        if (queue_.empty()) return;
-        dir = queue_.front();
-        queue_.pop_front();
-        dirPath = ns_.nodes_[dir - 1].path;
-      }
-      std::vector<Entry> entries;
-      Status s = list(dirPath, entries);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!s.isOk() && error_.isOk()) error_ = s;
-      if (s.isOk()) append(dir, dirPath, entries);
-      if (--pending_ == 0) cv_.notify_all();
-    }
-  }
-
-  Status list(const std::string& dirPath, std::vector<Entry>& out) {
-    int fd = openat(rootFd_, dirPath.empty() ? "." : dirPath.c_str(),
-                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return Status::fromErrno(errno, "cannot list source directory '" + dirPath + "'");
-    DIR* d = fdopendir(fd);
-    if (d == nullptr) {
-      close(fd);
-      return Status::fromErrno(errno, "fdopendir " + dirPath);
-    }
-    while (struct dirent* de = readdir(d)) {
-      std::string_view n = de->d_name;
-      if (n == "." || n == "..") continue;
-      Entry e;
-      e.name = de->d_name;
-      if (fstatat(fd, de->d_name, &e.st, AT_SYMLINK_NOFOLLOW) != 0) {
-        spdlog::warn("snapshot: skipping {}/{}: {}", dirPath, e.name, strerror(errno));
-        continue;
-      }
-      if (S_ISLNK(e.st.st_mode)) {
-        std::string buf(static_cast<size_t>(std::max<off_t>(e.st.st_size, 255)) + 1, '\0');
-        ssize_t n2 = readlinkat(fd, de->d_name, buf.data(), buf.size());
-        if (n2 < 0) {
-          spdlog::warn("snapshot: skipping symlink {}/{}: {}", dirPath, e.name, strerror(errno));
-          continue;
-        }
-        buf.resize(static_cast<size_t>(n2));
-        e.target = std::move(buf);
-      }
-      out.push_back(std::move(e));
-    }
-    closedir(d);
-    std::sort(out.begin(), out.end(),
-              [](const Entry& a, const Entry& b) { return a.name < b.name; });
-    return Status::ok();
-  }
-
-  // Called with mu_ held.
-  void append(uint32_t dir, const std::string& dirPath, std::vector<Entry>& entries) {
-    auto& nodes = ns_.nodes_;
-    std::vector<uint32_t> kids;
-    kids.reserve(entries.size());
-    for (Entry& e : entries) {
-      Node n;
-      n.parent = dir;
-      n.path = dirPath.empty() ? e.name : dirPath + "/" + e.name;
-      n.nameOffset = static_cast<uint32_t>(n.path.size() - e.name.size());
-      n.target = std::move(e.target);
-      n.attr = attrFromStat(e.st);
-      n.fileId = cache::fileIdForPath(n.path);
-      nodes.push_back(std::move(n));
-      const uint32_t ino = static_cast<uint32_t>(nodes.size());
-      kids.push_back(ino);
-      if (S_ISDIR(e.st.st_mode)) {
-        ++ns_.dirs_;
-        queue_.push_back(ino);
-        ++pending_;
-      } else if (S_ISREG(e.st.st_mode)) {
-        ++ns_.files_;
-        ns_.bytes_ += static_cast<uint64_t>(e.st.st_size);
-      }
-    }
-    nodes[dir - 1].children = std::move(kids);
-    if (!queue_.empty()) cv_.notify_all();
-  }
-
-  DatasetNamespace& ns_;
-  int rootFd_;
-  std::mutex mu_;  // guards everything below and ns_.nodes_ during the walk
-  std::condition_variable cv_;
-  std::deque<uint32_t> queue_;
-  size_t pending_ = 0;  // directories queued or being listed
-  Status error_;
-};
-
-Result<DatasetNamespace> DatasetNamespace::snapshot(int rootFd, unsigned threads) {
-  DatasetNamespace ns;
-  Walker walker(ns, rootFd);
-  Status s = walker.run(std::max(1u, threads));
-  if (!s.isOk()) return s;
-  if (ns.nodes_.size() >= UINT32_MAX) return Status::tooLarge("more than 4 billion entries");
-  ns.renumberCanonically();
-  ns.fingerprint_ = ns.computeFingerprint(/*withVersions=*/false);
-  return ns;
+  owners_->at(next) = Owner{uid, gid};
+  ownerIds_->emplace(key, static_cast<uint16_t>(next));
+  return static_cast<uint16_t>(next);
 }
 
-namespace {
-
-// Hashes std::string and std::string_view alike, so the directory map is
-// searched with views into the entries' paths (no copy per entry).
-struct PathHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return XXH3_64bits(s.data(), s.size()); }
-};
-
-// Relative, '/'-separated, no empty, "." or ".." component.
-bool wellFormedPath(std::string_view p) {
-  if (p.empty()) return false;
-  for (size_t start = 0;;) {
-    const size_t slash = p.find('/', start);
-    const std::string_view c =
-        p.substr(start, slash == std::string_view::npos ? slash : slash - start);
-    if (c.empty() || c == "." || c == "..") return false;
-    if (slash == std::string_view::npos) return true;
-    start = slash + 1;
-  }
+void DatasetNamespace::store(Node& n, const NodeAttr& a, uint16_t owner) {
+  n.mode = static_cast<uint16_t>((n.mode & S_IFMT) | (a.mode & ~S_IFMT));
+  n.owner = owner;
+  n.gone = a.gone ? 1 : 0;
+  if (S_ISREG(n.mode)) n.value = a.size;
+  if (S_ISCHR(n.mode) || S_ISBLK(n.mode)) n.value = a.rdev;
+  n.sourceIno = a.sourceIno;
+  n.mtimeNs = a.mtimeNs;
+  n.ctimeNs = a.ctimeNs;
 }
 
-}  // namespace
-
-// Builds the nodes from a listing: directories are found (or created with the
-// default attributes, parents first) through a map from path to inode; files
-// are appended under their parent. Then every child list is sorted by name and
-// rid of duplicate names, and renumberCanonically() drops the losers.
-class DatasetNamespace::EntryBuilder {
- public:
-  EntryBuilder(DatasetNamespace& ns, const NodeAttr& dirAttr) : ns_(ns), dirAttr_(dirAttr) {}
-
-  Status run(std::vector<NamespaceEntry>& entries) {
-    ns_.nodes_.reserve(entries.size() + 1);
-    Node root;
-    root.attr = dirAttr_;
-    ns_.nodes_.push_back(std::move(root));
-    listed_.push_back(true);
-    dirs_.emplace("", 1);
-    for (NamespaceEntry& e : entries) {
-      // A path adds at most one node per component (at most half its bytes).
-      if (ns_.nodes_.size() + e.path.size() / 2 + 2 >= UINT32_MAX) {
-        return Status::tooLarge("more than 4 billion entries");
-      }
-      add(e);
-    }
-    dropDuplicates();
-    if (malformed_ > 0) {
-      spdlog::warn("namespace: skipped {} malformed path(s), e.g. '{}'", malformed_,
-                   malformedExample_);
-    }
-    if (duplicates_ > 0) {
-      spdlog::warn("namespace: skipped {} duplicate path(s), e.g. '{}'", duplicates_,
-                   duplicateExample_);
-    }
-    return Status::ok();
-  }
-
- private:
-  void add(NamespaceEntry& e) {
-    if (!wellFormedPath(e.path)) {
-      if (malformed_++ == 0) malformedExample_ = e.path;
-      return;
-    }
-    const size_t slash = e.path.rfind('/');
-    const std::string_view parentPath =
-        slash == std::string::npos ? std::string_view() : std::string_view(e.path).substr(0, slash);
-    if (!S_ISDIR(e.attr.mode)) {
-      const uint32_t parent = dir(parentPath);  // before e.path is moved from
-      addNode(parent, std::move(e.path), e.attr);
-      return;
-    }
-    if (auto it = dirs_.find(e.path); it != dirs_.end()) {
-      // Created as some path's parent: the listing's attributes replace the
-      // defaults; listed twice: the first wins.
-      if (!listed_[it->second - 1]) {
-        ns_.nodes_[it->second - 1].attr = e.attr;
-        listed_[it->second - 1] = true;
-      } else if (duplicates_++ == 0) {
-        duplicateExample_ = e.path;
-      }
-      return;
-    }
-    const uint32_t parent = dir(parentPath);
-    const uint32_t ino = addNode(parent, std::move(e.path), e.attr);
-    listed_[ino - 1] = true;
-    dirs_.emplace(ns_.nodes_[ino - 1].path, ino);
-  }
-
-  // The directory at `path`, created with its missing parents.
-  uint32_t dir(std::string_view path) {
-    if (auto it = dirs_.find(path); it != dirs_.end()) return it->second;
-    const size_t slash = path.rfind('/');
-    const uint32_t parent = dir(slash == std::string_view::npos ? "" : path.substr(0, slash));
-    const uint32_t ino = addNode(parent, std::string(path), dirAttr_);
-    dirs_.emplace(std::string(path), ino);
-    return ino;
-  }
-
-  uint32_t addNode(uint32_t parent, std::string path, const NodeAttr& attr) {
-    Node n;
-    n.parent = parent;
-    const size_t slash = path.rfind('/');
-    n.nameOffset = slash == std::string::npos ? 0 : static_cast<uint32_t>(slash + 1);
-    n.path = std::move(path);
-    n.fileId = cache::fileIdForPath(n.path);
-    n.attr = attr;
-    ns_.nodes_.push_back(std::move(n));
-    listed_.push_back(false);
-    const auto ino = static_cast<uint32_t>(ns_.nodes_.size());
-    ns_.nodes_[parent - 1].children.push_back(ino);
-    return ino;
-  }
-
-  // Sorts every child list by name; of equal names a directory wins, then the
-  // first added. Directories are unique (the map), so only files are dropped.
-  void dropDuplicates() {
-    auto& nodes = ns_.nodes_;
-    for (Node& n : nodes) {
-      auto& kids = n.children;
-      if (kids.size() < 2) continue;
-      std::sort(kids.begin(), kids.end(), [&](uint32_t a, uint32_t b) {
-        const std::string_view na = ns_.name(a), nb = ns_.name(b);
-        if (na != nb) return na < nb;
-        const bool da = S_ISDIR(nodes[a - 1].attr.mode), db = S_ISDIR(nodes[b - 1].attr.mode);
-        if (da != db) return da;
-        return a < b;
-      });
-      auto last = std::unique(kids.begin(), kids.end(), [&](uint32_t a, uint32_t b) {
-        if (ns_.name(a) != ns_.name(b)) return false;
-        if (duplicates_++ == 0) duplicateExample_ = nodes[b - 1].path;
-        return true;
-      });
-      kids.erase(last, kids.end());
-    }
-  }
-
-  DatasetNamespace& ns_;
-  const NodeAttr dirAttr_;
-  std::unordered_map<std::string, uint32_t, PathHash, std::equal_to<>> dirs_;  // path -> inode
-  std::vector<bool> listed_;  // by inode - 1: attributes from the listing (not dirAttr)
-  uint64_t malformed_ = 0, duplicates_ = 0;
-  std::string malformedExample_, duplicateExample_;
-};
-
-Result<DatasetNamespace> DatasetNamespace::fromEntries(std::vector<NamespaceEntry> entries,
-                                                       const NodeAttr& dirAttr) {
-  DatasetNamespace ns;
-  {
-    EntryBuilder builder(ns, dirAttr);
-    Status s = builder.run(entries);
-    if (!s.isOk()) return s;
-  }
-  entries = {};
-  ns.renumberCanonically();
-  for (size_t i = 1; i < ns.nodes_.size(); ++i) {  // the root is not counted (as in snapshot())
-    const NodeAttr& a = ns.nodes_[i].attr;
-    if (S_ISDIR(a.mode)) {
-      ++ns.dirs_;
-    } else if (S_ISREG(a.mode)) {
-      ++ns.files_;
-      ns.bytes_ += a.size;
-    }
-  }
-  ns.fingerprint_ = ns.computeFingerprint(/*withVersions=*/true);
-  return ns;
+Result<DatasetNamespace::Node> DatasetNamespace::makeNode(std::string_view name, const NodeAttr& a,
+                                                          std::string_view target) {
+  if (name.size() > UINT16_MAX) return Status::tooLarge("a name longer than 65,535 bytes");
+  if ((a.mode & ~uint32_t{0xffff}) != 0) return Status::invalidArgument("a mode past 16 bits");
+  const std::optional<uint32_t> at = names_->append(name, target);
+  if (!at) return Status::tooLarge("names and symlink targets past 4 GiB");
+  const Result<uint16_t> owner = ownerIndex(a.uid, a.gid);
+  if (!owner.isOk()) return owner.status();
+  Node n;
+  n.nameOffset = *at;
+  n.nameLength = static_cast<uint16_t>(name.size());
+  n.mode = static_cast<uint16_t>(a.mode & S_IFMT);
+  n.kind = S_ISDIR(a.mode) ? kDir : S_ISLNK(a.mode) ? kSymlink : kOther;
+  if (S_ISLNK(a.mode)) n.value = target.size();
+  store(n, a, *owner);
+  return n;
 }
 
-void DatasetNamespace::renumberCanonically() {
+void DatasetNamespace::renumberCanonically(size_t count) {
   // Breadth-first from the root over children sorted by name: the order
-  // depends only on the tree.
-  std::vector<uint32_t> order;  // new index -> old inode
-  order.reserve(nodes_.size());
-  order.push_back(1);
+  // depends only on the tree. order: new index -> old index.
+  std::vector<uint32_t> order;
+  order.reserve(count);
+  order.push_back(0);
   for (size_t i = 0; i < order.size(); ++i) {
-    for (uint32_t kid : nodes_[order[i] - 1].children) order.push_back(kid);
+    const Node& n = (*nodes_)[order[i]];
+    if (n.kind != kDir) continue;
+    const auto first = static_cast<uint32_t>(n.value), kids = static_cast<uint32_t>(n.value >> 32);
+    for (uint32_t k = 0; k < kids; ++k) order.push_back(first - 1 + k);
   }
-  std::vector<uint32_t> newIno(nodes_.size() + 1, 0);  // old inode -> new inode
-  for (size_t i = 0; i < order.size(); ++i) newIno[order[i]] = static_cast<uint32_t>(i + 1);
-  std::vector<Node> renumbered;
-  renumbered.reserve(order.size());
-  for (uint32_t old : order) {
-    Node n = std::move(nodes_[old - 1]);
-    n.parent = newIno[n.parent];
-    for (uint32_t& kid : n.children) kid = newIno[kid];
-    renumbered.push_back(std::move(n));
+  const size_t reached = order.size();
+  {
+    std::vector<uint32_t> newIno(count, 0);  // old index -> new inode (0: not reached)
+    for (size_t i = 0; i < reached; ++i) newIno[order[i]] = static_cast<uint32_t>(i + 1);
+    for (size_t i = 0; i < reached; ++i) {
+      Node& n = (*nodes_)[order[i]];
+      n.parent = n.parent == 0 ? 0 : newIno[n.parent - 1];
+      if (n.kind == kDir && (n.value >> 32) != 0) {
+        n.value = (n.value >> 32) << 32 | newIno[static_cast<uint32_t>(n.value) - 1];
+      }
+    }
+    // Nodes no range reaches go last, so `order` permutes every index.
+    for (size_t old = 0; old < count; ++old) {
+      if (newIno[old] == 0) order.push_back(static_cast<uint32_t>(old));
+    }
   }
-  nodes_ = std::move(renumbered);
+  // In place, cycle by cycle: position i takes the node at order[i].
+  std::vector<bool> placed(count, false);
+  for (size_t start = 0; start < count; ++start) {
+    if (placed[start]) continue;
+    const Node held = (*nodes_)[start];
+    size_t at = start;
+    for (;;) {
+      placed[at] = true;
+      const size_t from = order[at];
+      if (from == start) {
+        (*nodes_)[at] = held;
+        break;
+      }
+      (*nodes_)[at] = (*nodes_)[from];
+      at = from;
+    }
+  }
+  growth_->count.store(reached, std::memory_order_release);
+  snapshotCount_ = reached;
+}
+
+void DatasetNamespace::countEntries() {
+  files_ = dirs_ = bytes_ = 0;
+  for (Ino ino = 2; ino <= nodeCount(); ++ino) {  // the root is not counted
+    const Node& n = node(ino);
+    if (n.gone) continue;
+    if (S_ISDIR(n.mode)) {
+      ++dirs_;
+    } else if (S_ISREG(n.mode)) {
+      ++files_;
+      bytes_ += n.value;
+    }
+  }
 }
 
 uint64_t DatasetNamespace::computeFingerprint(bool withVersions) const {
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
-  for (const Node& n : nodes_) {
+  for (Ino ino = 1; ino <= nodeCount(); ++ino) {
+    const NodeAttr a = attrOf(node(ino));
     // Directories' times change with their entries, which the paths cover.
-    const bool dir = S_ISDIR(n.attr.mode);
-    const uint64_t fields[] = {n.attr.mode, dir ? 0 : n.attr.size,
-                               static_cast<uint64_t>(dir ? 0 : n.attr.mtimeNs),
-                               static_cast<uint64_t>(dir ? 0 : n.attr.ctimeNs)};
+    const bool dir = S_ISDIR(a.mode);
+    const uint64_t fields[] = {a.mode, dir ? 0 : a.size, static_cast<uint64_t>(dir ? 0 : a.mtimeNs),
+                               static_cast<uint64_t>(dir ? 0 : a.ctimeNs)};
     XXH3_64bits_update(st, fields, sizeof fields);
-    XXH3_64bits_update(st, n.path.data(), n.path.size() + 1);  // with the NUL
-    XXH3_64bits_update(st, n.target.data(), n.target.size() + 1);
-    if (withVersions && !dir) XXH3_64bits_update(st, &n.attr.sourceIno, sizeof n.attr.sourceIno);
+    const std::string p = path(ino);
+    XXH3_64bits_update(st, p.c_str(), p.size() + 1);  // with the NUL
+    const std::string_view target = symlinkTarget(ino);
+    XXH3_64bits_update(st, target.data(), target.size());
+    XXH3_64bits_update(st, "", 1);
+    if (withVersions && !dir) XXH3_64bits_update(st, &a.sourceIno, sizeof a.sourceIno);
   }
   const uint64_t h = XXH3_64bits_digest(st);
   XXH3_freeState(st);
   return h;
 }
 
-const std::vector<uint32_t>& DatasetNamespace::children(Ino dir) const {
+DatasetNamespace::ChildList DatasetNamespace::children(Ino dir) const {
   if (const auto* slot = growth_->childLists.find(dir - 1)) {
-    if (const std::vector<uint32_t>* grown = slot->load(std::memory_order_acquire)) return *grown;
+    if (const std::vector<uint32_t>* grown = slot->load(std::memory_order_acquire)) {
+      return ChildList(grown);
+    }
   }
-  return node(dir).children;
+  const Node& n = node(dir);
+  if (n.kind != kDir) return {};
+  return ChildList(static_cast<uint32_t>(n.value), static_cast<uint32_t>(n.value >> 32));
 }
 
 DatasetNamespace::Ino DatasetNamespace::lookup(Ino parent, std::string_view name) const {
-  const auto& kids = children(parent);
-  auto it =
-      std::lower_bound(kids.begin(), kids.end(), name,
-                       [this](uint32_t ino, std::string_view n) { return this->name(ino) < n; });
-  if (it != kids.end() && this->name(*it) == name) return *it;
+  const ChildList kids = children(parent);
+  size_t lo = 0, hi = kids.size();
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (this->name(kids[mid]) < name) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo < kids.size() && this->name(kids[lo]) == name) return kids[lo];
   return 0;
 }
 
 std::string_view DatasetNamespace::name(Ino ino) const {
   const Node& n = node(ino);
-  return std::string_view(n.path).substr(n.nameOffset);
+  return names_->view(n.nameOffset, n.nameLength);
+}
+
+std::string_view DatasetNamespace::symlinkTarget(Ino ino) const {
+  const Node& n = node(ino);
+  if (n.kind != kSymlink) return {};
+  // A symlink's value is its target's length (set once, at its creation).
+  return names_->view(n.nameOffset + n.nameLength, static_cast<size_t>(n.value));
+}
+
+std::string DatasetNamespace::path(Ino ino) const {
+  size_t length = 0;
+  for (Ino i = ino; i != kRootIno; i = node(i).parent) length += node(i).nameLength + 1u;
+  if (length == 0) return {};
+  std::string out(length - 1, '/');
+  size_t end = out.size();
+  for (Ino i = ino; i != kRootIno; i = node(i).parent) {
+    const std::string_view n = name(i);
+    end -= n.size();
+    std::memcpy(out.data() + end, n.data(), n.size());
+    if (end > 0) --end;  // the '/' before it
+  }
+  return out;
+}
+
+uint64_t DatasetNamespace::fileId(Ino ino) const { return cache::fileIdForPath(path(ino)); }
+
+uint64_t DatasetNamespace::memoryBytes() const {
+  const uint64_t chunks = (nodeCount() + Nodes::kChunkSize - 1) / Nodes::kChunkSize;
+  return chunks * Nodes::kChunkSize * sizeof(Node) + names_->used() +
+         ownerIds_->size() * (sizeof(Owner) + 32);
+}
+
+NodeAttr DatasetNamespace::attrOf(const Node& n) const {
+  NodeAttr a;
+  a.mode = n.mode;
+  const Owner& o = (*owners_)[n.owner];
+  a.uid = o.uid;
+  a.gid = o.gid;
+  a.nlink = 1;
+  if (S_ISREG(n.mode) || S_ISLNK(n.mode)) a.size = n.value;
+  if (S_ISDIR(n.mode)) a.size = kDirectorySize;
+  if (S_ISCHR(n.mode) || S_ISBLK(n.mode)) a.rdev = n.value;
+  a.sourceIno = n.sourceIno;
+  a.atimeNs = n.mtimeNs;
+  a.mtimeNs = n.mtimeNs;
+  a.ctimeNs = n.ctimeNs;
+  a.gone = n.gone != 0;
+  return a;
 }
 
 NodeAttr DatasetNamespace::attr(Ino ino) const {
   std::lock_guard<std::mutex> lock(stripe(ino));
-  return node(ino).attr;
+  return attrOf(node(ino));
 }
 
 void DatasetNamespace::setAttr(Ino ino, const NodeAttr& a) {
+  // A new owner pair is interned first (no lock held across both).
+  Result<uint16_t> owner = ownerIndex(a.uid, a.gid);
   std::lock_guard<std::mutex> lock(stripe(ino));
-  NodeAttr& old = mutableNode(ino).attr;
+  Node& n = mutableNode(ino);
+  const NodeAttr old = attrOf(n);
+  store(n, a, owner.isOk() ? *owner : n.owner);
+  const NodeAttr now = attrOf(n);
   // Unsigned arithmetic: a decrease wraps, and the sum with the base is right.
   auto counted = [](const NodeAttr& x, bool dir) -> uint64_t {
     return !x.gone && (dir ? S_ISDIR(x.mode) : S_ISREG(x.mode)) ? 1 : 0;
   };
   auto bytes = [&](const NodeAttr& x) { return counted(x, false) * x.size; };
   if (ino != kRootIno) {
-    growth_->files.fetch_add(counted(a, false) - counted(old, false), std::memory_order_relaxed);
-    growth_->dirs.fetch_add(counted(a, true) - counted(old, true), std::memory_order_relaxed);
-    growth_->bytes.fetch_add(bytes(a) - bytes(old), std::memory_order_relaxed);
+    growth_->files.fetch_add(counted(now, false) - counted(old, false), std::memory_order_relaxed);
+    growth_->dirs.fetch_add(counted(now, true) - counted(old, true), std::memory_order_relaxed);
+    growth_->bytes.fetch_add(bytes(now) - bytes(old), std::memory_order_relaxed);
   }
-  old = a;
 }
 
 cache::FileIdentity DatasetNamespace::identity(Ino ino) const {
   NodeAttr a = attr(ino);
   cache::FileIdentity id;
-  id.fileId = node(ino).fileId;
+  id.fileId = fileId(ino);
   id.size = a.size;
   id.mtimeNs = a.mtimeNs;
   id.ctimeNs = a.ctimeNs;

@@ -9,13 +9,22 @@
 // (--revalidate, refresh): readers copy them out under a striped lock (attr(),
 // setAttr()).
 //
+// Memory: 48 bytes a node plus its name (docs/PERFORMANCE.md "Namespace
+// memory"). A node holds its parent's index, not its path (path() walks up);
+// breadth-first numbering makes a directory's children one contiguous range
+// of inodes (no child vectors); owners are an index into a table of the
+// (uid, gid) pairs seen; names and symlink targets are packed in a NameArena;
+// the walk renumbers in place. A node serves what a read-only mount needs:
+// atime is served as mtime, nlink as 1 (the link count of a snapshot's entry
+// says nothing: directories' 1 is btrfs's "not counted"), a directory's size
+// as 4096.
+//
 // A refresh may graft entries the source gained (graft()): they get the next
 // inode numbers (so a grown namespace is no longer numbered canonically) and
-// their directory a new, merged child list. Readers never wait for it: grown
-// nodes live in a SegmentedArray that never moves them, a node count stored
-// with release publishes them, and each replaced child list is kept for the
-// namespace's lifetime, so references returned by children() and path() stay
-// valid.
+// their directory a new, merged child list. Readers never wait for it: nodes
+// live in a ChunkedArray that never moves them, a node count stored with
+// release publishes them, and each replaced child list is kept for the
+// namespace's lifetime.
 #pragma once
 
 #include <sys/stat.h>
@@ -26,14 +35,17 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "cache/file_identity.h"
 #include "cache/status.h"
-#include "fusefs/segmented_array.h"
+#include "fusefs/chunked_array.h"
+#include "fusefs/name_arena.h"
 
 namespace epochfs::fusefs {
 
+// The attributes of an entry, as attr() returns them and setAttr() takes them.
 struct NodeAttr {
   uint32_t mode = 0;
   uint32_t uid = 0;
@@ -75,13 +87,17 @@ class DatasetNamespace {
   // The child `name` of directory `parent`, or 0.
   Ino lookup(Ino parent, std::string_view name) const;
   Ino parentOf(Ino ino) const { return node(ino).parent; }
-  // Inode numbers sorted by name (directories only).
-  const std::vector<uint32_t>& children(Ino dir) const;
-  // Path relative to the source root ("" for the root).
-  const std::string& path(Ino ino) const { return node(ino).path; }
+  // A directory's children: inode numbers sorted by name (empty for others).
+  class ChildList;
+  ChildList children(Ino dir) const;
+  // Path relative to the source root ("" for the root), built from the names
+  // up to the root.
+  std::string path(Ino ino) const;
+  // Valid for the namespace's lifetime.
   std::string_view name(Ino ino) const;
-  const std::string& symlinkTarget(Ino ino) const { return node(ino).target; }
-  uint64_t fileId(Ino ino) const { return node(ino).fileId; }
+  std::string_view symlinkTarget(Ino ino) const;
+  // The cache's id of the file: a hash of its path (cache::fileIdForPath).
+  uint64_t fileId(Ino ino) const;
 
   NodeAttr attr(Ino ino) const;
   // Also updates the counts when the entry goes, comes back or is resized.
@@ -91,9 +107,9 @@ class DatasetNamespace {
   // Fills a struct stat for FUSE replies (st_ino = our inode number).
   void fillStat(Ino ino, struct stat* st) const;
 
-  size_t nodeCount() const {
-    return nodes_.size() + growth_->count.load(std::memory_order_acquire);
-  }
+  size_t nodeCount() const { return growth_->count.load(std::memory_order_acquire); }
+  // Bytes the nodes, names and owner table take (allocated chunks).
+  uint64_t memoryBytes() const;
   // What the namespace holds now: entries gone, back, resized (setAttr) and
   // grafted count. The root is not counted.
   uint64_t fileCount() const { return files_ + growth_->files.load(std::memory_order_relaxed); }
@@ -113,9 +129,7 @@ class DatasetNamespace {
   }
   // False once a graft added entries (here, or in the worker that handed
   // this namespace over): the numbering is then no longer breadth-first.
-  bool numberedBreadthFirst() const {
-    return !grafted_ && growth_->count.load(std::memory_order_acquire) == 0;
-  }
+  bool numberedBreadthFirst() const { return !grafted_ && nodeCount() == snapshotCount_; }
   // Hash, taken at the snapshot, of every path in inode order with its mode,
   // size, mtime, ctime and symlink target (and, built from a listing, each
   // file's sourceIno): equal fingerprints mean the same numbering of the same
@@ -123,52 +137,122 @@ class DatasetNamespace {
   uint64_t fingerprint() const { return fingerprint_; }
 
  private:
+  // 48 bytes; what attr() returns is rebuilt from it.
   struct Node {
     uint32_t parent = 0;
-    uint32_t nameOffset = 0;  // where the name starts in path
-    std::string path;
-    std::string target;              // symlinks only
-    std::vector<uint32_t> children;  // inode numbers, sorted by name (dirs only)
-    uint64_t fileId = 0;
-    NodeAttr attr;
+    uint32_t nameOffset = 0;  // in names_: the name, then a symlink's target
+    uint16_t nameLength = 0;
+    uint16_t mode = 0;   // st_mode fits 16 bits
+    uint16_t owner = 0;  // index in owners_
+    uint8_t gone = 0;    // deleted from the source (seen in --revalidate mode)
+    uint8_t kind = 0;    // kOther, kDir or kSymlink: set once (read without the stripe)
+    // Regular file: its size. Directory: first child | child count << 32.
+    // Symlink: the target's length. Device: rdev.
+    uint64_t value = 0;
+    uint64_t sourceIno = 0;
+    int64_t mtimeNs = 0;
+    int64_t ctimeNs = 0;
   };
+  enum Kind : uint8_t { kOther = 0, kDir = 1, kSymlink = 2 };
+  struct Owner {
+    uint32_t uid = 0, gid = 0;
+  };
+  using Nodes = ChunkedArray<Node, 16, 65536>;  // 2^32 inodes
+  using Owners = ChunkedArray<Owner, 10, 64>;   // 65,536 owner pairs
   class Walker;
   class EntryBuilder;           // fromEntries()
   friend class NamespaceImage;  // decode() builds one from its nodes (namespace_image.h)
-  // Renumbers the nodes breadth-first in name order (the walk's threads
-  // append them in whatever order they finish); nodes no child list reaches
-  // are dropped.
-  void renumberCanonically();
+
+  // The node for a new entry (its name stored, its owner interned); the
+  // caller sets parent and, for a directory, its child range.
+  cache::Result<Node> makeNode(std::string_view name, const NodeAttr& a, std::string_view target);
+  cache::Result<uint16_t> ownerIndex(uint32_t uid, uint32_t gid);
+  // Renumbers the first `count` nodes breadth-first in name order, in place
+  // (the walk's threads append directories' entries in whatever order they
+  // finish); nodes no child range reaches are dropped.
+  void renumberCanonically(size_t count);
   // `withVersions`: also hash each non-directory's sourceIno (listings only:
   // a POSIX walk's fingerprint leaves inode numbers out).
   uint64_t computeFingerprint(bool withVersions) const;
+  void countEntries();  // files_, dirs_, bytes_ from the nodes
 
-  // What graft() added, and the counts' changes since the snapshot (each
-  // wraps around to a decrease); behind a pointer so the namespace stays movable.
+  // The node count, and what graft() changed: the replaced child lists and
+  // the counts' changes since the snapshot (each wraps around to a decrease); behind a pointer so
+  // the namespace stays movable.
   struct Growth {
-    SegmentedArray<Node> nodes;    // inode nodes_.size() + 1 + i at i
-    std::atomic<size_t> count{0};  // grown nodes published
-    // A replaced child list by inode - 1 (null: the node's own).
-    SegmentedArray<std::atomic<const std::vector<uint32_t>*>> childLists;
+    // A replaced child list by inode - 1 (null: the node's range).
+    ChunkedArray<std::atomic<const std::vector<uint32_t>*>, 16, 65536> childLists;
     std::vector<std::unique_ptr<std::vector<uint32_t>>> kept;  // every list published
     std::atomic<uint64_t> files{0}, dirs{0}, bytes{0};
-    std::mutex mu;  // one graft at a time
+    std::atomic<size_t> count{0};  // nodes published, the snapshot's included
+    std::mutex mu;                 // one graft at a time
   };
 
   DatasetNamespace() = default;
   std::mutex& stripe(Ino ino) const { return (*stripes_)[ino % stripes_->size()]; }
-  const Node& node(Ino ino) const {
-    return ino <= nodes_.size() ? nodes_[ino - 1] : *growth_->nodes.find(ino - 1 - nodes_.size());
-  }
-  Node& mutableNode(Ino ino) { return const_cast<Node&>(node(ino)); }
+  const Node& node(Ino ino) const { return (*nodes_)[ino - 1]; }
+  Node& mutableNode(Ino ino) { return (*nodes_)[ino - 1]; }
+  NodeAttr attrOf(const Node& n) const;  // with the node's stripe held
+  // Sets the attributes `a` carries (not the name, kind or a directory's or
+  // symlink's `value`).
+  static void store(Node& n, const NodeAttr& a, uint16_t owner);
 
-  std::vector<Node> nodes_;  // the snapshot's nodes (inode i at i - 1)
+  std::unique_ptr<Nodes> nodes_ = std::make_unique<Nodes>();  // inode i at i - 1
+  std::unique_ptr<NameArena> names_ = std::make_unique<NameArena>();
+  std::unique_ptr<Owners> owners_ = std::make_unique<Owners>();
+  // Interning owners (the walk, a graft and setAttr may add one).
+  std::unique_ptr<std::mutex> ownersMu_ = std::make_unique<std::mutex>();
+  std::unique_ptr<std::unordered_map<uint64_t, uint16_t>> ownerIds_ =
+      std::make_unique<std::unordered_map<uint64_t, uint16_t>>();
+  size_t snapshotCount_ = 0;  // of which the snapshot's (the rest grafted)
   std::unique_ptr<Growth> growth_ = std::make_unique<Growth>();
   std::unique_ptr<std::array<std::mutex, 64>> stripes_ =
-      std::make_unique<std::array<std::mutex, 64>>();  // guard Node::attr
+      std::make_unique<std::array<std::mutex, 64>>();  // guard nodes' attributes
   uint64_t files_ = 0, dirs_ = 0, bytes_ = 0;
-  bool grafted_ = false;  // nodes_ holds grafted entries (a decoded image's)
+  bool grafted_ = false;  // the snapshot's nodes hold grafted entries (a decoded image's)
   uint64_t fingerprint_ = 0;
+};
+
+// A directory's children, as the range breadth-first numbering gives or a
+// list a graft made. Valid for the namespace's lifetime.
+class DatasetNamespace::ChildList {
+ public:
+  class Iterator {
+   public:
+    Iterator(const ChildList* l, size_t i) : list_(l), i_(i) {}
+    uint32_t operator*() const { return (*list_)[i_]; }
+    Iterator& operator++() {
+      ++i_;
+      return *this;
+    }
+    bool operator==(const Iterator& o) const { return i_ == o.i_; }
+    bool operator!=(const Iterator& o) const { return i_ != o.i_; }
+
+   private:
+    const ChildList* list_;
+    size_t i_;
+  };
+  ChildList() = default;
+  ChildList(uint32_t first, uint32_t count) : first_(first), count_(count) {}
+  explicit ChildList(const std::vector<uint32_t>* list)
+      : list_(list), count_(static_cast<uint32_t>(list->size())) {}
+  size_t size() const { return count_; }
+  bool empty() const { return count_ == 0; }
+  uint32_t operator[](size_t i) const {
+    return list_ != nullptr ? (*list_)[i] : first_ + static_cast<uint32_t>(i);
+  }
+  Iterator begin() const { return Iterator(this, 0); }
+  Iterator end() const { return Iterator(this, count_); }
+  std::vector<uint32_t> toVector() const {
+    std::vector<uint32_t> v;
+    v.reserve(count_);
+    for (uint32_t kid : *this) v.push_back(kid);
+    return v;
+  }
+
+ private:
+  const std::vector<uint32_t>* list_ = nullptr;
+  uint32_t first_ = 0, count_ = 0;
 };
 
 NodeAttr attrFromStat(const struct stat& st);

@@ -18,12 +18,11 @@ Result<uint64_t> DatasetNamespace::graft(Ino parent, const DatasetNamespace& fre
   Growth& g = *growth_;
   std::lock_guard<std::mutex> lock(g.mu);
   if (from.empty()) return uint64_t{0};
-  const size_t base = nodes_.size();
   const Ino first = nodeCount() + 1;
-  Ino next = first;
-  // Breadth-first over the fresh subtrees, as (fresh inode, live parent). The
-  // new nodes are written before the count publishes them: no reader reaches
-  // them until then.
+  // Breadth-first over the fresh subtrees, as (fresh inode, live parent): the
+  // entry at queue index i becomes inode first + i, so a new directory's
+  // children are the range its children take in the queue. The new nodes are
+  // written before the count publishes them: no reader reaches them until then.
   std::vector<std::pair<Ino, Ino>> queue;
   queue.reserve(from.size());
   for (Ino f : from) queue.emplace_back(f, parent);
@@ -31,38 +30,33 @@ Result<uint64_t> DatasetNamespace::graft(Ino parent, const DatasetNamespace& fre
   uint64_t files = 0, dirs = 0, bytes = 0;
   for (size_t i = 0; i < queue.size(); ++i) {
     const auto [f, p] = queue[i];
-    if (next >= UINT32_MAX) return Status::tooLarge("more than 4 billion entries");
-    const Ino ino = next++;
-    Node& n = g.nodes.at(ino - 1 - base);
-    n = Node{};  // a graft that failed may have written it
-    n.parent = static_cast<uint32_t>(p);
-    n.path = fresh.path(f);
-    n.nameOffset = static_cast<uint32_t>(n.path.size() - fresh.name(f).size());
-    n.target = fresh.symlinkTarget(f);
-    n.fileId = fresh.fileId(f);
-    n.attr = fresh.attr(f);
-    n.attr.gone = false;
-    if (p == parent) {
-      added.push_back(static_cast<uint32_t>(ino));
-    } else {
-      mutableNode(p).children.push_back(static_cast<uint32_t>(ino));  // p is new too
-    }
-    if (S_ISDIR(n.attr.mode)) {
+    const Ino ino = first + i;
+    if (ino >= UINT32_MAX) return Status::tooLarge("more than 4 billion entries");
+    NodeAttr a = fresh.attr(f);
+    a.gone = false;
+    Result<Node> made = makeNode(fresh.name(f), a, fresh.symlinkTarget(f));
+    if (!made.isOk()) return made.status();
+    made->parent = static_cast<uint32_t>(p);
+    if (p == parent) added.push_back(static_cast<uint32_t>(ino));
+    if (S_ISDIR(a.mode)) {
       ++dirs;
-      for (uint32_t c : fresh.children(f)) queue.emplace_back(c, ino);
-    } else if (S_ISREG(n.attr.mode)) {
+      const ChildList kids = fresh.children(f);
+      if (!kids.empty()) made->value = uint64_t{kids.size()} << 32 | (first + queue.size());
+      for (uint32_t c : kids) queue.emplace_back(c, ino);
+    } else if (S_ISREG(a.mode)) {
       ++files;
-      bytes += n.attr.size;
+      bytes += a.size;
     }
+    nodes_->at(ino - 1) = *made;
   }
-  g.count.store(next - 1 - base, std::memory_order_release);
+  growth_->count.store(first - 1 + queue.size(), std::memory_order_release);
   g.files.fetch_add(files, std::memory_order_relaxed);
   g.dirs.fetch_add(dirs, std::memory_order_relaxed);
   g.bytes.fetch_add(bytes, std::memory_order_relaxed);
 
   // The parent's new child list: both lists are sorted by name; a new entry
   // replaces a (gone) live one of the same name.
-  const std::vector<uint32_t>& old = children(parent);
+  const ChildList old = children(parent);
   auto merged = std::make_unique<std::vector<uint32_t>>();
   merged->reserve(old.size() + added.size());
   size_t i = 0, j = 0;

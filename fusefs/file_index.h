@@ -1,6 +1,10 @@
 // FileIndex: the regular files of a DatasetNamespace by file id — what peers
 // and the page pusher name a file by. It follows a namespace that grows at a
 // refresh when catchUp() is called after the refresh.
+//
+// Memory: 12 bytes a file (ids sorted in one array: a hash map's node, bucket
+// and allocator overhead cost ~48), plus a hash map for the files a refresh
+// added.
 // Thread-safety: find() from any thread, concurrently with catchUp().
 #pragma once
 
@@ -8,6 +12,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "fusefs/dataset_namespace.h"
 
@@ -24,10 +29,15 @@ class FileIndex {
   void catchUp();
 
  private:
+  struct Entry {  // 12 bytes, not 16: the id in two halves
+    uint32_t idHigh, idLow, ino;
+    uint64_t id() const { return uint64_t{idHigh} << 32 | idLow; }
+  };
   const DatasetNamespace& ns_;
+  std::vector<Entry> initial_;    // the files at construction, by (id, inode); never changes
   mutable std::shared_mutex mu_;  // shared: find(); exclusive: catchUp()'s insertions
-  std::unordered_map<uint64_t, DatasetNamespace::Ino> byId_;
-  std::mutex catchUpMu_;                 // one catchUp() at a time
+  std::unordered_map<uint64_t, DatasetNamespace::Ino> added_;  // later files, by id
+  std::mutex catchUpMu_;                                       // one catchUp() at a time
   DatasetNamespace::Ino indexedTo_ = 0;  // inodes up to this one are indexed (catchUpMu_)
 };
 

@@ -226,7 +226,7 @@ void FuseServer::onGetattr(FuseReply& reply, fuse_ino_t ino, fuse_file_info*) {
 
 void FuseServer::onReadlink(FuseReply& reply, fuse_ino_t ino) {
   if (!ns_.valid(ino) || !S_ISLNK(ns_.attr(ino).mode)) return (void)reply.err(EINVAL);
-  reply.readlink(ns_.symlinkTarget(ino).c_str());
+  reply.readlink(std::string(ns_.symlinkTarget(ino)).c_str());
 }
 
 void FuseServer::onOpen(FuseReply& reply, fuse_ino_t ino, fuse_file_info* fi) {

@@ -37,6 +37,8 @@ bool FuseServer::recheck(fuse_ino_t ino) {
   } else {
     fresh.gone = true;
   }
+  // A directory's size is not kept (DatasetNamespace serves 4096).
+  if (S_ISDIR(fresh.mode)) fresh.size = old.size;
   const bool changed = fresh.gone != old.gone || fresh.size != old.size ||
                        fresh.mtimeNs != old.mtimeNs || fresh.ctimeNs != old.ctimeNs ||
                        fresh.sourceIno != old.sourceIno || fresh.mode != old.mode ||

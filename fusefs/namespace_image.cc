@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 namespace epochfs::fusefs {
 
@@ -95,28 +96,104 @@ Status corrupt(const std::string& what) { return Status::corruption("namespace i
 
 }  // namespace
 
-std::string NamespaceImage::encode(const DatasetNamespace& ns,
-                                   const std::vector<ImageVersion>* versions) {
+namespace {
+
+// Where encode() puts the image: appended in pieces, the checksum patched in
+// at the end (it covers the header, which comes first).
+class ImageOut {
+ public:
+  virtual ~ImageOut() = default;
+  virtual Status append(std::string_view bytes) = 0;
+  virtual Status patch(size_t at, std::string_view bytes) = 0;
+};
+
+class StringOut : public ImageOut {
+ public:
+  explicit StringOut(std::string& s) : s_(s) {}
+  Status append(std::string_view b) override {
+    s_.append(b);
+    return Status::ok();
+  }
+  Status patch(size_t at, std::string_view b) override {
+    s_.replace(at, b.size(), b);
+    return Status::ok();
+  }
+
+ private:
+  std::string& s_;
+};
+
+class FdOut : public ImageOut {
+ public:
+  explicit FdOut(int fd) : fd_(fd) {}
+  Status append(std::string_view b) override { return writeAt(b, -1); }
+  Status patch(size_t at, std::string_view b) override {
+    return writeAt(b, static_cast<off_t>(at));
+  }
+
+ private:
+  Status writeAt(std::string_view b, off_t at) {
+    size_t done = 0;
+    while (done < b.size()) {
+      const ssize_t n =
+          at < 0 ? ::write(fd_, b.data() + done, b.size() - done)
+                 : ::pwrite(fd_, b.data() + done, b.size() - done, at + static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return Status::fromErrno(n < 0 ? errno : EIO, "write namespace image");
+      done += static_cast<size_t>(n);
+    }
+    return Status::ok();
+  }
+  int fd_;
+};
+
+// The payload's size, from the nodes' name, target and child counts.
+uint64_t payloadSize(const DatasetNamespace& ns, size_t count, bool explicitChildren,
+                     const std::vector<ImageVersion>* versions) {
+  uint64_t n = 4 * 8;
+  for (DatasetNamespace::Ino ino = 1; ino <= count; ++ino) {
+    n += kNodeFixedBytes + ns.name(ino).size() + ns.symlinkTarget(ino).size();
+    if (explicitChildren) n += 4 * uint64_t{ns.children(ino).size()};
+  }
+  if (versions != nullptr) n += 8 + versions->size() * kVersionBytes;
+  return n;
+}
+
+// Writes the image in pieces of about 1 MiB: no copy of the whole image is
+// ever held (a 10-million-file image is over a gigabyte).
+Status encodeInto(const DatasetNamespace& ns, const std::vector<ImageVersion>* versions,
+                  ImageOut& out) {
   const auto noGraft = ns.holdGrowth();  // the nodes and child lists stay as counted here
   const size_t count = ns.nodeCount();
   const bool explicitChildren = !ns.numberedBreadthFirst();
-  std::string out;
-  out.reserve(kHeaderSize + 32 + count * (kNodeFixedBytes + 16) +
-              (versions ? versions->size() * kVersionBytes + 8 : 0));
-  Writer w(out);
-  out.append(kMagic, sizeof kMagic);
-  w.u32(kVersion);
-  w.u32((versions != nullptr ? kHasVersions : 0) | (explicitChildren ? kExplicitChildren : 0));
+  std::string buf;
+  buf.reserve((1 << 20) + 4096);
+  Writer w(buf);
+  buf.append(NamespaceImage::kMagic, sizeof NamespaceImage::kMagic);
+  w.u32(NamespaceImage::kVersion);
+  w.u32((versions != nullptr ? NamespaceImage::kHasVersions : 0) |
+        (explicitChildren ? NamespaceImage::kExplicitChildren : 0));
   w.u64(count);
-  w.u64(0);  // payload size, below
-  w.u64(0);  // checksum, below
+  w.u64(payloadSize(ns, count, explicitChildren, versions));
+  w.u64(0);  // checksum, patched in at the end
+  XXH3_state_t* hash = XXH3_createState();
+  XXH3_64bits_reset(hash);
+  XXH3_64bits_update(hash, buf.data(), buf.size());  // with the checksum field zero
+  auto flush = [&]() -> Status {
+    XXH3_64bits_update(hash, buf.data(), buf.size());
+    Status s = out.append(buf);
+    buf.clear();
+    return s;
+  };
+  Status s = out.append(buf);
+  buf.clear();
   w.u64(ns.fileCount());
   w.u64(ns.dirCount());
   w.u64(ns.totalBytes());
   w.u64(ns.fingerprint());
-  for (DatasetNamespace::Ino ino = 1; ino <= count; ++ino) {
+  for (DatasetNamespace::Ino ino = 1; ino <= count && s.isOk(); ++ino) {
     const NodeAttr a = ns.attr(ino);
-    const std::vector<uint32_t>& kids = ns.children(ino);
+    const DatasetNamespace::ChildList kids = ns.children(ino);
     w.u32(ino == DatasetNamespace::kRootIno ? 0 : static_cast<uint32_t>(ns.parentOf(ino)));
     w.u32(static_cast<uint32_t>(kids.size()));
     w.str(ns.name(ino));
@@ -136,20 +213,40 @@ std::string NamespaceImage::encode(const DatasetNamespace& ns,
     if (explicitChildren) {
       for (uint32_t kid : kids) w.u32(kid);
     }
+    if (buf.size() >= (1 << 20)) s = flush();
   }
-  if (versions != nullptr) {
+  if (s.isOk() && versions != nullptr) {
     w.u64(versions->size());
     for (const ImageVersion& v : *versions) {
       w.u64(v.fileId);
       w.u8(v.kind);
       w.u32(v.parts);
-      out.append(reinterpret_cast<const char*>(v.bytes.data()), v.bytes.size());
+      buf.append(reinterpret_cast<const char*>(v.bytes.data()), v.bytes.size());
+      if (buf.size() >= (1 << 20) && !(s = flush()).isOk()) break;
     }
   }
-  const uint64_t payload = out.size() - kHeaderSize;
-  for (int i = 0; i < 8; ++i) out[24 + i] = static_cast<char>(payload >> (8 * i));
-  reseal(out);
+  if (s.isOk()) s = flush();
+  const uint64_t h = XXH3_64bits_digest(hash);
+  XXH3_freeState(hash);
+  if (!s.isOk()) return s;
+  Writer(buf).u64(h);
+  return out.patch(kChecksumAt, buf);
+}
+
+}  // namespace
+
+std::string NamespaceImage::encode(const DatasetNamespace& ns,
+                                   const std::vector<ImageVersion>* versions) {
+  std::string out;
+  StringOut sink(out);
+  (void)encodeInto(ns, versions, sink);  // a string takes every byte
   return out;
+}
+
+Status NamespaceImage::encodeTo(int fd, const DatasetNamespace& ns,
+                                const std::vector<ImageVersion>* versions) {
+  FdOut sink(fd);
+  return encodeInto(ns, versions, sink);
 }
 
 void NamespaceImage::reseal(std::string& bytes) {
@@ -190,20 +287,20 @@ Result<DecodedNamespace> NamespaceImage::decode(std::string_view bytes) {
   ns.dirs_ = r.u64();
   ns.bytes_ = r.u64();
   ns.fingerprint_ = r.u64();
-  ns.nodes_.resize(nodeCount);
   // The children of each node are the next unassigned inodes (breadth-first),
-  // or listed (kExplicitChildren): each after its parent, claimed once.
+  // or listed (kExplicitChildren): each after its parent, claimed once. A
+  // listed set that is not one range is kept as a graft's list is.
   std::vector<uint32_t> expectedParent(nodeCount + 1, 0);
+  std::vector<uint32_t> kidList;
   uint64_t next = 2;
   for (uint64_t i = 0; i < nodeCount; ++i) {
     const uint32_t ino = static_cast<uint32_t>(i + 1);
-    DatasetNamespace::Node& n = ns.nodes_[i];
-    n.parent = r.u32();
+    const uint32_t parent = r.u32();
     const uint32_t kids = r.u32();
     const std::string_view name = r.str();
-    n.target = std::string(r.str());
-    n.fileId = r.u64();
-    NodeAttr& a = n.attr;
+    const std::string_view target = r.str();
+    (void)r.u64();  // the file id: a hash of the path, recomputed
+    NodeAttr a;
     a.mode = r.u32();
     a.uid = r.u32();
     a.gid = r.u32();
@@ -219,30 +316,30 @@ Result<DecodedNamespace> NamespaceImage::decode(std::string_view bytes) {
     if (gone > 1) return corrupt("bad gone flag at node " + std::to_string(ino));
     a.gone = gone == 1;
     if (ino == DatasetNamespace::kRootIno) {
-      if (n.parent != 0 || !name.empty()) return corrupt("bad root node");
+      if (parent != 0 || !name.empty()) return corrupt("bad root node");
       if (!S_ISDIR(a.mode)) return corrupt("the root is not a directory");
     } else {
       // A gone entry a graft replaced (one of the same name took its place)
       // is in no child list: it keeps naming its parent, an earlier directory.
-      const bool replaced = explicitChildren && expectedParent[ino] == 0 && a.gone &&
-                            n.parent >= 1 && n.parent < ino &&
-                            S_ISDIR(ns.nodes_[n.parent - 1].attr.mode);
-      if (replaced) expectedParent[ino] = n.parent;
+      const bool replaced = explicitChildren && expectedParent[ino] == 0 && a.gone && parent >= 1 &&
+                            parent < ino && S_ISDIR(ns.node(parent).mode);
+      if (replaced) expectedParent[ino] = parent;
       if ((explicitChildren ? expectedParent[ino] == 0 : ino >= next)) {
         return corrupt("node " + std::to_string(ino) + " has no parent");
       }
-      if (n.parent != expectedParent[ino]) {
-        return corrupt("node " + std::to_string(ino) + " names parent " + std::to_string(n.parent) +
+      if (parent != expectedParent[ino]) {
+        return corrupt("node " + std::to_string(ino) + " names parent " + std::to_string(parent) +
                        ", its place says " + std::to_string(expectedParent[ino]));
       }
       if (!validName(name)) return corrupt("bad name at node " + std::to_string(ino));
-      const DatasetNamespace::Node& p = ns.nodes_[n.parent - 1];
-      n.path.reserve(p.path.size() + 1 + name.size());
-      n.path = p.path;
-      if (!n.path.empty()) n.path.push_back('/');
-      n.nameOffset = static_cast<uint32_t>(n.path.size());
-      n.path.append(name);
     }
+    if (!S_ISLNK(a.mode) && !target.empty()) {
+      return corrupt("non-symlink node " + std::to_string(ino) + " has a target");
+    }
+    Result<DatasetNamespace::Node> made = ns.makeNode(name, a, target);
+    if (!made.isOk())
+      return corrupt("node " + std::to_string(ino) + ": " + made.status().message());
+    made->parent = parent;
     if (kids > 0) {
       if (!S_ISDIR(a.mode))
         return corrupt("non-directory node " + std::to_string(ino) + " has children");
@@ -252,7 +349,7 @@ Result<DecodedNamespace> NamespaceImage::decode(std::string_view bytes) {
       if (!explicitChildren && kids > nodeCount + 1 - next) {
         return corrupt("node " + std::to_string(ino) + "'s children are out of range");
       }
-      n.children.resize(kids);
+      kidList.clear();
       for (uint32_t k = 0; k < kids; ++k) {
         const uint64_t kid = explicitChildren ? r.u32() : next++;
         if (r.failed()) return corrupt("truncated at node " + std::to_string(ino));
@@ -260,16 +357,28 @@ Result<DecodedNamespace> NamespaceImage::decode(std::string_view bytes) {
           return corrupt("node " + std::to_string(ino) + " lists a bad child " +
                          std::to_string(kid));
         }
-        n.children[k] = static_cast<uint32_t>(kid);
+        kidList.push_back(static_cast<uint32_t>(kid));
         expectedParent[kid] = ino;
       }
+      bool range = true;
+      for (uint32_t k = 1; k < kids && range; ++k) range = kidList[k] == kidList[0] + k;
+      if (range) {
+        made->value = uint64_t{kids} << 32 | kidList.front();  // one range
+      } else {
+        auto list = std::make_unique<std::vector<uint32_t>>(kidList);
+        ns.growth_->childLists.at(i).store(list.get(), std::memory_order_relaxed);
+        ns.growth_->kept.push_back(std::move(list));
+      }
     }
+    ns.nodes_->at(i) = *made;
   }
-  for (uint64_t i = 0; i < nodeCount; ++i) {
-    const auto& kids = ns.nodes_[i].children;
+  ns.growth_->count.store(nodeCount, std::memory_order_release);
+  ns.snapshotCount_ = nodeCount;
+  for (DatasetNamespace::Ino dir = 1; dir <= nodeCount; ++dir) {
+    const DatasetNamespace::ChildList kids = ns.children(dir);
     for (size_t k = 1; k < kids.size(); ++k) {
       if (!(ns.name(kids[k - 1]) < ns.name(kids[k]))) {
-        return corrupt("children of node " + std::to_string(i + 1) + " not sorted by name");
+        return corrupt("children of node " + std::to_string(dir) + " not sorted by name");
       }
     }
   }

@@ -1,6 +1,7 @@
 // NamespaceImage: a DatasetNamespace as bytes, and back, exactly (the same
 // nodes in the same inode order, names, children, symlink targets, file ids,
-// every NodeAttr field including `gone`, the counts and the fingerprint). A
+// every NodeAttr field the namespace serves including `gone`, the counts and
+// the fingerprint). A
 // supervised worker hands its namespace to the supervisor in this form so that
 // a restarted worker serves without walking or listing the source again
 // (docs/ARCHITECTURE.md "Processes"); the format is meant to be reused to send
@@ -67,6 +68,10 @@ class NamespaceImage {
 
   static std::string encode(const DatasetNamespace& ns,
                             const std::vector<ImageVersion>* versions = nullptr);
+  // The same image written to `fd` from its current offset, which must be 0
+  // (the checksum is patched in at offset 32), in pieces of about 1 MiB.
+  static cache::Status encodeTo(int fd, const DatasetNamespace& ns,
+                                const std::vector<ImageVersion>* versions = nullptr);
   static cache::Result<DecodedNamespace> decode(std::string_view bytes);
 
   // Recomputes the checksum of an image in place (tests build malformed

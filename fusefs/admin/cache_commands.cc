@@ -82,8 +82,8 @@ void CacheCommands::forEachFile(Ino ino, Visit&& visit) const {
     if (S_ISREG(a.mode)) {
       visit(cur);
     } else if (S_ISDIR(a.mode) && visit.descend(cur)) {
-      const auto& kids = ns_.children(cur);
-      for (auto it = kids.rbegin(); it != kids.rend(); ++it) stack.push_back(*it);
+      const auto kids = ns_.children(cur);
+      for (size_t i = kids.size(); i > 0; --i) stack.push_back(kids[i - 1]);
     }
   }
 }

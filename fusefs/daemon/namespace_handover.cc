@@ -1,9 +1,13 @@
 #include "fusefs/daemon/namespace_handover.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "fusefs/namespace_image.h"
 #include "transport/s3/etag.h"
@@ -46,18 +50,27 @@ Result<ETag> fromImage(const ImageVersion& v) {
 }  // namespace
 
 Result<int> NamespaceHandover::publish(const DatasetNamespace& ns, S3Dataset* s3) {
-  std::string image;
+  std::optional<std::vector<ImageVersion>> versions;
   if (s3 != nullptr) {
-    std::vector<ImageVersion> versions;
+    versions.emplace();
     if (auto v = s3->versions()) {
-      versions.reserve(v->size());
-      for (const auto& [fileId, tag] : *v) versions.push_back(toImage(fileId, tag));
+      versions->reserve(v->size());
+      for (const auto& [fileId, tag] : *v) versions->push_back(toImage(fileId, tag));
     }
-    image = NamespaceImage::encode(ns, &versions);
-  } else {
-    image = NamespaceImage::encode(ns);
   }
-  return NamespaceImage::toSealedMemfd(image);
+  // Written straight into the memfd: the image is never a string of its own.
+  const int fd = memfd_create("epochfs-namespace", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return Status::fromErrno(errno, "memfd_create");
+  Status s = NamespaceImage::encodeTo(fd, ns, versions ? &*versions : nullptr);
+  if (s.isOk() &&
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    s = Status::fromErrno(errno, "seal namespace image");
+  }
+  if (!s.isOk()) {
+    close(fd);
+    return s;
+  }
+  return fd;
 }
 
 Result<DatasetNamespace> NamespaceHandover::adopt(int fd, const std::string& expectedFingerprint,

@@ -13,21 +13,13 @@ namespace epochfs::fusefs {
 using cache::Status;
 
 Status NamespaceStore::save(const DatasetNamespace& ns) const {
-  const std::string bytes = NamespaceImage::encode(ns);
   const std::string tmp = path() + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::fromErrno(errno, "write " + tmp);
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : EIO;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Status::fromErrno(err, "write " + tmp);
-    }
-    done += static_cast<size_t>(n);
+  if (Status s = NamespaceImage::encodeTo(fd, ns); !s.isOk()) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return s.withContext(tmp);
   }
   const bool synced = ::fsync(fd) == 0;
   const int err = errno;

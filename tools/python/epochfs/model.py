@@ -98,8 +98,9 @@ class JobStart:
     c: float = 1.05           # metadata calls per file (a mount of 2,000 files: 2,409, of
                               # which 308 the daemon's own start-up)
     M: float = 2e5            # metadata server capacity, calls/s, all walkers together
-    w: float = 1e6 / 13.7     # files/s one node walks alone (a mount of 1 M files: 13.7 s)
-    B: float = 80.0           # snapshot bytes per file on the wire (the compact image)
+    w: float = 1e6 / 7.6      # files/s one node walks alone (a mount of 1 M files: 7.6 s)
+    B: float = 116.0          # snapshot bytes per file on the wire (the namespace image:
+                              # 93 a node + an ImageNet-like 23-byte name)
     L: float = 12.5e9         # bytes/s one node's link sends (100 Gb/s)
     k: int = 4                # tree fan-out: children each node sends the snapshot to
     s: float = 4 * 2 ** 20    # chunk, bytes (0: the whole snapshot, store and forward)

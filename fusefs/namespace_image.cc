@@ -6,74 +6,94 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
+
+#include "fusefs/namespace_image_layout.h"
 
 namespace epochfs::fusefs {
 
 using cache::Result;
 using cache::Status;
 
-namespace {
-
-// Bytes of a node record without its name and target.
-constexpr size_t kNodeFixedBytes = 4 + 4 + 4 + 4 + 8 + 4 * 4 + 3 * 8 + 3 * 8 + 1;
-constexpr size_t kVersionBytes = 8 + 1 + 4 + 16;
-constexpr size_t kChecksumAt = 32;
-constexpr uint8_t kMaxVersionKind = 2;  // transport/s3/etag.h ETag::Kind
-
-class Writer {
- public:
-  explicit Writer(std::string& out) : out_(out) {}
-  void u8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
-  void u32(uint32_t v) {
-    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>(v >> (8 * i)));
-  }
-  void u64(uint64_t v) {
-    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>(v >> (8 * i)));
-  }
-  void str(std::string_view s) {
-    u32(static_cast<uint32_t>(s.size()));
-    out_.append(s);
-  }
-
- private:
-  std::string& out_;
-};
-
 // Reads little-endian fields; any read past the end sets failed() and
-// returns zeros, so a caller checks once per record.
-class Reader {
+// returns zeros, so a caller checks once per record. Over a string, or over
+// a file read (pread) in pieces of about 1 MiB as they are asked for, each
+// piece hashed: the whole image is never held. A view bytes() returns is
+// valid until the next read.
+class NamespaceImage::Reader {
  public:
-  explicit Reader(std::string_view in) : in_(in) {}
+  explicit Reader(std::string_view in) : view_(in), total_(in.size()) {}
+  Reader(int fd, uint64_t at, uint64_t size, XXH3_state_t* hash)
+      : fd_(fd), next_(at), total_(size), unread_(size), hash_(hash) {}
   bool failed() const { return failed_; }
-  size_t remaining() const { return in_.size() - pos_; }
+  const Status& readError() const { return readError_; }
+  uint64_t remaining() const { return total_ - consumed_; }
   uint8_t u8() { return static_cast<uint8_t>(take(1)); }
   uint32_t u32() { return static_cast<uint32_t>(take(4)); }
   uint64_t u64() { return take(8); }
   std::string_view bytes(size_t n) {
-    if (failed_ || n > remaining()) {
+    if (failed_ || n > remaining() || (view_.size() - pos_ < n && !refill(n))) {
       failed_ = true;
       return {};
     }
-    std::string_view s = in_.substr(pos_, n);
+    std::string_view s = view_.substr(pos_, n);
     pos_ += n;
+    consumed_ += n;
     return s;
   }
   std::string_view str() { return bytes(u32()); }
 
  private:
+  static constexpr size_t kPiece = 1 << 20;
   uint64_t take(size_t n) {
     std::string_view b = bytes(n);
     uint64_t v = 0;
     for (size_t i = 0; i < b.size(); ++i) v |= uint64_t{static_cast<uint8_t>(b[i])} << (8 * i);
     return v;
   }
-  std::string_view in_;
+  // Keeps the unread bytes and reads on until `n` are there (a piece or more).
+  bool refill(size_t n) {
+    if (fd_ < 0) return false;
+    buf_.erase(0, pos_);
+    pos_ = 0;
+    const size_t old = buf_.size();
+    const size_t add = static_cast<size_t>(std::min<uint64_t>(unread_, std::max(n, kPiece)));
+    buf_.resize(old + add);
+    size_t done = 0;
+    while (done < add) {
+      const ssize_t r =
+          ::pread(fd_, buf_.data() + old + done, add - done, static_cast<off_t>(next_));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        readError_ = Status::fromErrno(r < 0 ? errno : EIO, "namespace image: read");
+        return false;
+      }
+      done += static_cast<size_t>(r);
+      next_ += static_cast<uint64_t>(r);
+    }
+    XXH3_64bits_update(hash_, buf_.data() + old, add);
+    unread_ -= add;
+    view_ = buf_;
+    return view_.size() >= n;
+  }
+
+  int fd_ = -1;
+  uint64_t next_ = 0;  // file offset of the next piece
+  std::string buf_;    // file mode: the piece being read
+  std::string_view view_;
   size_t pos_ = 0;
+  uint64_t total_ = 0, consumed_ = 0, unread_ = 0;
+  XXH3_state_t* hash_ = nullptr;
   bool failed_ = false;
+  Status readError_;
 };
+
+namespace {
+
+using namespace image_layout;  // NOLINT: the format's own constants
 
 uint64_t checksumOf(std::string_view image) {
   XXH3_state_t* st = XXH3_createState();
@@ -96,189 +116,94 @@ Status corrupt(const std::string& what) { return Status::corruption("namespace i
 
 }  // namespace
 
-namespace {
-
-// Where encode() puts the image: appended in pieces, the checksum patched in
-// at the end (it covers the header, which comes first).
-class ImageOut {
- public:
-  virtual ~ImageOut() = default;
-  virtual Status append(std::string_view bytes) = 0;
-  virtual Status patch(size_t at, std::string_view bytes) = 0;
-};
-
-class StringOut : public ImageOut {
- public:
-  explicit StringOut(std::string& s) : s_(s) {}
-  Status append(std::string_view b) override {
-    s_.append(b);
-    return Status::ok();
-  }
-  Status patch(size_t at, std::string_view b) override {
-    s_.replace(at, b.size(), b);
-    return Status::ok();
-  }
-
- private:
-  std::string& s_;
-};
-
-class FdOut : public ImageOut {
- public:
-  explicit FdOut(int fd) : fd_(fd) {}
-  Status append(std::string_view b) override { return writeAt(b, -1); }
-  Status patch(size_t at, std::string_view b) override {
-    return writeAt(b, static_cast<off_t>(at));
-  }
-
- private:
-  Status writeAt(std::string_view b, off_t at) {
-    size_t done = 0;
-    while (done < b.size()) {
-      const ssize_t n =
-          at < 0 ? ::write(fd_, b.data() + done, b.size() - done)
-                 : ::pwrite(fd_, b.data() + done, b.size() - done, at + static_cast<off_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return Status::fromErrno(n < 0 ? errno : EIO, "write namespace image");
-      done += static_cast<size_t>(n);
-    }
-    return Status::ok();
-  }
-  int fd_;
-};
-
-// The payload's size, from the nodes' name, target and child counts.
-uint64_t payloadSize(const DatasetNamespace& ns, size_t count, bool explicitChildren,
-                     const std::vector<ImageVersion>* versions) {
-  uint64_t n = 4 * 8;
-  for (DatasetNamespace::Ino ino = 1; ino <= count; ++ino) {
-    n += kNodeFixedBytes + ns.name(ino).size() + ns.symlinkTarget(ino).size();
-    if (explicitChildren) n += 4 * uint64_t{ns.children(ino).size()};
-  }
-  if (versions != nullptr) n += 8 + versions->size() * kVersionBytes;
-  return n;
-}
-
-// Writes the image in pieces of about 1 MiB: no copy of the whole image is
-// ever held (a 10-million-file image is over a gigabyte).
-Status encodeInto(const DatasetNamespace& ns, const std::vector<ImageVersion>* versions,
-                  ImageOut& out) {
-  const auto noGraft = ns.holdGrowth();  // the nodes and child lists stay as counted here
-  const size_t count = ns.nodeCount();
-  const bool explicitChildren = !ns.numberedBreadthFirst();
-  std::string buf;
-  buf.reserve((1 << 20) + 4096);
-  Writer w(buf);
-  buf.append(NamespaceImage::kMagic, sizeof NamespaceImage::kMagic);
-  w.u32(NamespaceImage::kVersion);
-  w.u32((versions != nullptr ? NamespaceImage::kHasVersions : 0) |
-        (explicitChildren ? NamespaceImage::kExplicitChildren : 0));
-  w.u64(count);
-  w.u64(payloadSize(ns, count, explicitChildren, versions));
-  w.u64(0);  // checksum, patched in at the end
-  XXH3_state_t* hash = XXH3_createState();
-  XXH3_64bits_reset(hash);
-  XXH3_64bits_update(hash, buf.data(), buf.size());  // with the checksum field zero
-  auto flush = [&]() -> Status {
-    XXH3_64bits_update(hash, buf.data(), buf.size());
-    Status s = out.append(buf);
-    buf.clear();
-    return s;
-  };
-  Status s = out.append(buf);
-  buf.clear();
-  w.u64(ns.fileCount());
-  w.u64(ns.dirCount());
-  w.u64(ns.totalBytes());
-  w.u64(ns.fingerprint());
-  for (DatasetNamespace::Ino ino = 1; ino <= count && s.isOk(); ++ino) {
-    const NodeAttr a = ns.attr(ino);
-    const DatasetNamespace::ChildList kids = ns.children(ino);
-    w.u32(ino == DatasetNamespace::kRootIno ? 0 : static_cast<uint32_t>(ns.parentOf(ino)));
-    w.u32(static_cast<uint32_t>(kids.size()));
-    w.str(ns.name(ino));
-    w.str(ns.symlinkTarget(ino));
-    w.u64(ns.fileId(ino));
-    w.u32(a.mode);
-    w.u32(a.uid);
-    w.u32(a.gid);
-    w.u32(a.nlink);
-    w.u64(a.size);
-    w.u64(a.sourceIno);
-    w.u64(a.rdev);
-    w.u64(static_cast<uint64_t>(a.atimeNs));
-    w.u64(static_cast<uint64_t>(a.mtimeNs));
-    w.u64(static_cast<uint64_t>(a.ctimeNs));
-    w.u8(a.gone ? 1 : 0);
-    if (explicitChildren) {
-      for (uint32_t kid : kids) w.u32(kid);
-    }
-    if (buf.size() >= (1 << 20)) s = flush();
-  }
-  if (s.isOk() && versions != nullptr) {
-    w.u64(versions->size());
-    for (const ImageVersion& v : *versions) {
-      w.u64(v.fileId);
-      w.u8(v.kind);
-      w.u32(v.parts);
-      buf.append(reinterpret_cast<const char*>(v.bytes.data()), v.bytes.size());
-      if (buf.size() >= (1 << 20) && !(s = flush()).isOk()) break;
-    }
-  }
-  if (s.isOk()) s = flush();
-  const uint64_t h = XXH3_64bits_digest(hash);
-  XXH3_freeState(hash);
-  if (!s.isOk()) return s;
-  Writer(buf).u64(h);
-  return out.patch(kChecksumAt, buf);
-}
-
-}  // namespace
-
-std::string NamespaceImage::encode(const DatasetNamespace& ns,
-                                   const std::vector<ImageVersion>* versions) {
-  std::string out;
-  StringOut sink(out);
-  (void)encodeInto(ns, versions, sink);  // a string takes every byte
-  return out;
-}
-
-Status NamespaceImage::encodeTo(int fd, const DatasetNamespace& ns,
-                                const std::vector<ImageVersion>* versions) {
-  FdOut sink(fd);
-  return encodeInto(ns, versions, sink);
-}
-
 void NamespaceImage::reseal(std::string& bytes) {
   if (bytes.size() < kHeaderSize) return;
   const uint64_t h = checksumOf(bytes);
   for (int i = 0; i < 8; ++i) bytes[kChecksumAt + i] = static_cast<char>(h >> (8 * i));
 }
 
+namespace {
+
+struct Header {
+  uint32_t version = 0, flags = 0;
+  uint64_t nodeCount = 0, payloadSize = 0, checksum = 0;
+};
+
+// `h`: the header's kHeaderSize bytes; `payload`: the bytes that follow it.
+Result<Header> parseHeader(std::string_view h, uint64_t payload) {
+  Header hd;
+  auto field = [&](size_t at, size_t n) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; ++i) v |= uint64_t{static_cast<uint8_t>(h[at + i])} << (8 * i);
+    return v;
+  };
+  hd.version = static_cast<uint32_t>(field(8, 4));
+  hd.flags = static_cast<uint32_t>(field(12, 4));
+  hd.nodeCount = field(16, 8);
+  hd.payloadSize = field(24, 8);
+  hd.checksum = field(kChecksumAt, 8);
+  if (std::memcmp(h.data(), NamespaceImage::kMagic, sizeof NamespaceImage::kMagic) != 0) {
+    return corrupt("bad magic");
+  }
+  if (hd.version != NamespaceImage::kVersion) {
+    return corrupt("format version " + std::to_string(hd.version) +
+                   ", this epochfs reads version " + std::to_string(NamespaceImage::kVersion));
+  }
+  if (hd.payloadSize != payload) {
+    return corrupt("payload of " + std::to_string(payload) + " bytes, the header says " +
+                   std::to_string(hd.payloadSize));
+  }
+  if ((hd.flags & ~(NamespaceImage::kHasVersions | NamespaceImage::kExplicitChildren)) != 0) {
+    return corrupt("unknown flags");
+  }
+  return hd;
+}
+
+}  // namespace
+
 Result<DecodedNamespace> NamespaceImage::decode(std::string_view bytes) {
   if (bytes.size() < kHeaderSize) return corrupt("truncated header");
-  Reader h(bytes.substr(sizeof kMagic, kHeaderSize - sizeof kMagic));
-  const uint32_t version = h.u32();
-  const uint32_t flags = h.u32();
-  const uint64_t nodeCount = h.u64();
-  const uint64_t payloadSize = h.u64();
-  const uint64_t checksum = h.u64();
   // First, over everything: any flipped byte is a checksum error.
+  const uint64_t checksum = Reader(bytes.substr(kChecksumAt, 8)).u64();
   if (checksumOf(bytes) != checksum) return corrupt("checksum mismatch (truncated or corrupt)");
-  if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) return corrupt("bad magic");
-  if (version != kVersion) {
-    return corrupt("format version " + std::to_string(version) + ", this epochfs reads version " +
-                   std::to_string(kVersion));
-  }
-  if (payloadSize != bytes.size() - kHeaderSize) {
-    return corrupt("payload of " + std::to_string(bytes.size() - kHeaderSize) +
-                   " bytes, the header says " + std::to_string(payloadSize));
-  }
-  if ((flags & ~(kHasVersions | kExplicitChildren)) != 0) return corrupt("unknown flags");
-  const bool explicitChildren = (flags & kExplicitChildren) != 0;
+  auto hd = parseHeader(bytes.substr(0, kHeaderSize), bytes.size() - kHeaderSize);
+  if (!hd.isOk()) return hd.status();
   Reader r(bytes.substr(kHeaderSize));
+  return decodeBody(hd->flags, hd->nodeCount, r);
+}
+
+Result<DecodedNamespace> NamespaceImage::decodeFile(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return Status::fromErrno(errno, "namespace image: fstat");
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size < kHeaderSize) return corrupt("truncated header");
+  std::string header(kHeaderSize, '\0');
+  if (::pread(fd, header.data(), kHeaderSize, 0) != static_cast<ssize_t>(kHeaderSize)) {
+    return Status::fromErrno(errno, "namespace image: read");
+  }
+  auto hd = parseHeader(header, size - kHeaderSize);
+  if (!hd.isOk()) return hd.status();
+  // The checksum is checked at the end, over every piece as it was read:
+  // decoding is defensive on its own (any malformed input is an error).
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(XXH3_createState(),
+                                                                &XXH3_freeState);
+  XXH3_64bits_reset(hash.get());
+  std::fill(header.begin() + kChecksumAt, header.begin() + kChecksumAt + 8, '\0');
+  XXH3_64bits_update(hash.get(), header.data(), header.size());
+  Reader r(fd, kHeaderSize, size - kHeaderSize, hash.get());
+  auto decoded = decodeBody(hd->flags, hd->nodeCount, r);
+  if (!r.readError().isOk()) return r.readError();
+  if (!decoded.isOk()) return decoded;
+  if (XXH3_64bits_digest(hash.get()) != hd->checksum) {
+    return corrupt("checksum mismatch (truncated or corrupt)");
+  }
+  return decoded;
+}
+
+Result<DecodedNamespace> NamespaceImage::decodeBody(uint32_t flags, uint64_t nodeCount, Reader& r) {
+  const bool explicitChildren = (flags & kExplicitChildren) != 0;
   if (nodeCount == 0 || nodeCount >= UINT32_MAX ||
-      nodeCount > (r.remaining() - std::min<size_t>(r.remaining(), 32)) / kNodeFixedBytes) {
+      nodeCount > (r.remaining() - std::min<uint64_t>(r.remaining(), 32)) / kNodeFixedBytes) {
     return corrupt("node count " + std::to_string(nodeCount) + " does not fit the payload");
   }
   DatasetNamespace ns;
@@ -292,13 +217,15 @@ Result<DecodedNamespace> NamespaceImage::decode(std::string_view bytes) {
   // listed set that is not one range is kept as a graft's list is.
   std::vector<uint32_t> expectedParent(nodeCount + 1, 0);
   std::vector<uint32_t> kidList;
+  std::string name, target;
   uint64_t next = 2;
   for (uint64_t i = 0; i < nodeCount; ++i) {
     const uint32_t ino = static_cast<uint32_t>(i + 1);
     const uint32_t parent = r.u32();
     const uint32_t kids = r.u32();
-    const std::string_view name = r.str();
-    const std::string_view target = r.str();
+    // Copied: the next read may refill the reader's piece.
+    name.assign(r.str());
+    target.assign(r.str());
     (void)r.u64();  // the file id: a hash of the path, recomputed
     NodeAttr a;
     a.mode = r.u32();
@@ -428,11 +355,16 @@ Result<int> NamespaceImage::toSealedMemfd(std::string_view bytes) {
   return fd;
 }
 
-Result<std::string> NamespaceImage::readSealedMemfd(int fd) {
+Status NamespaceImage::checkSealed(int fd) {
   const int seals = fcntl(fd, F_GET_SEALS);
   constexpr int kNeeded = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
   if (seals < 0) return Status::fromErrno(errno, "namespace image: not a memfd");
   if ((seals & kNeeded) != kNeeded) return corrupt("the memfd is not sealed");
+  return Status::ok();
+}
+
+Result<std::string> NamespaceImage::readSealedMemfd(int fd) {
+  if (Status s = checkSealed(fd); !s.isOk()) return s;
   struct stat st;
   if (fstat(fd, &st) != 0) return Status::fromErrno(errno, "namespace image: fstat");
   std::string out(static_cast<size_t>(st.st_size), '\0');

@@ -73,6 +73,10 @@ class NamespaceImage {
   static cache::Status encodeTo(int fd, const DatasetNamespace& ns,
                                 const std::vector<ImageVersion>* versions = nullptr);
   static cache::Result<DecodedNamespace> decode(std::string_view bytes);
+  // The image in file `fd` (from offset 0 to its end), read in pieces of
+  // about 1 MiB (pread: the descriptor's offset is left alone), never whole;
+  // the checksum is checked at the end.
+  static cache::Result<DecodedNamespace> decodeFile(int fd);
 
   // Recomputes the checksum of an image in place (tests build malformed
   // images that pass the checksum to reach the structural checks).
@@ -84,6 +88,12 @@ class NamespaceImage {
   // sealed against writes. pread() only: the file offset, shared with the
   // supervisor's copy of the descriptor, is left alone.
   static cache::Result<std::string> readSealedMemfd(int fd);
+  // Refuses a memfd that is not sealed against writes (as readSealedMemfd).
+  static cache::Status checkSealed(int fd);
+
+ private:
+  class Reader;
+  static cache::Result<DecodedNamespace> decodeBody(uint32_t flags, uint64_t nodeCount, Reader& r);
 };
 
 }  // namespace epochfs::fusefs

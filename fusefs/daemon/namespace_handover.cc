@@ -75,11 +75,10 @@ Result<int> NamespaceHandover::publish(const DatasetNamespace& ns, S3Dataset* s3
 
 Result<DatasetNamespace> NamespaceHandover::adopt(int fd, const std::string& expectedFingerprint,
                                                   S3Dataset* s3) {
-  auto bytes = NamespaceImage::readSealedMemfd(fd);
+  // Read in pieces, never whole (a 10-million-file image is over a gigabyte).
+  Status sealed = NamespaceImage::checkSealed(fd);
+  auto decoded = sealed.isOk() ? NamespaceImage::decodeFile(fd) : Result<DecodedNamespace>(sealed);
   close(fd);
-  if (!bytes.isOk()) return bytes.status();
-  auto decoded = NamespaceImage::decode(*bytes);
-  bytes = std::string();
   if (!decoded.isOk()) return decoded.status();
   const std::string fp = fmt::format("{:016x}", decoded->ns.fingerprint());
   if (expectedFingerprint.empty() || fp != expectedFingerprint) {

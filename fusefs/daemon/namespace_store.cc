@@ -41,18 +41,9 @@ cache::Result<DatasetNamespace> NamespaceStore::load(int64_t* keptAt) const {
     ::close(fd);
     return Status::fromErrno(err, "read " + path());
   }
-  std::string bytes(static_cast<size_t>(st.st_size), '\0');
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n =
-        ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
+  // Read in pieces, never whole (a 10-million-file image is over a gigabyte).
+  auto decoded = NamespaceImage::decodeFile(fd);
   ::close(fd);
-  bytes.resize(done);
-  auto decoded = NamespaceImage::decode(bytes);
   if (!decoded.isOk()) return decoded.status();
   if (keptAt != nullptr) *keptAt = st.st_mtim.tv_sec;
   return std::move(decoded->ns);

@@ -8,8 +8,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "tests/unit/scoped_temp_dir.h"
 
@@ -178,6 +180,57 @@ TEST(NamespaceImageTest, AnyByteFlipOrTruncationIsRefused) {
   EXPECT_FALSE(NamespaceImage::decode(longer).isOk());
   NamespaceImage::reseal(longer);
   EXPECT_FALSE(NamespaceImage::decode(longer).isOk());
+}
+
+// Pass: an image written to a file with encodeTo() is the bytes encode()
+// gives, and decodeFile() reads it in pieces (here over 4 MiB: several) to
+// the same namespace; a flipped byte deep in the file, or a truncated file,
+// is refused; the descriptor's offset is left alone.
+TEST(NamespaceImageTest, FileImageIsReadInPieces) {
+  std::vector<NamespaceEntry> entries;
+  NodeAttr file;
+  file.mode = S_IFREG | 0644;
+  for (int i = 0; i < 50000; ++i) {
+    file.size = static_cast<uint64_t>(i);
+    char path[48];
+    snprintf(path, sizeof path, "d%d/n01440764_%d", i % 97, i);
+    entries.push_back({path, file});
+  }
+  NodeAttr dir;
+  dir.mode = S_IFDIR | 0755;
+  auto ns = DatasetNamespace::fromEntries(std::move(entries), dir);
+  ASSERT_TRUE(ns.isOk());
+  const std::string image = NamespaceImage::encode(*ns);
+  ASSERT_GT(image.size(), 4u << 20);
+  testing::ScopedTempDir tmp("epochfs-nsimg");
+  const std::string path = tmp.path() + "/ns.img";
+  const int out = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(out, 0);
+  ASSERT_TRUE(NamespaceImage::encodeTo(out, *ns).isOk());
+  close(out);
+  std::ifstream in(path, std::ios::binary);
+  const std::string written((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(written, image);
+
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto d = NamespaceImage::decodeFile(fd);
+  ASSERT_TRUE(d.isOk()) << d.status().message();
+  expectSame(*ns, d->ns);
+  EXPECT_EQ(lseek(fd, 0, SEEK_CUR), 0);
+  char byte = 0;
+  const off_t deep = static_cast<off_t>(image.size() - 100000);
+  ASSERT_EQ(pread(fd, &byte, 1, deep), 1);
+  byte = static_cast<char>(byte ^ 0x10);
+  ASSERT_EQ(pwrite(fd, &byte, 1, deep), 1);
+  auto flipped = NamespaceImage::decodeFile(fd);
+  ASSERT_FALSE(flipped.isOk());
+  EXPECT_EQ(flipped.status().code(), cache::Status::Code::kCorruption);
+  byte = static_cast<char>(byte ^ 0x10);
+  ASSERT_EQ(pwrite(fd, &byte, 1, deep), 1);
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(image.size() - 1)), 0);
+  EXPECT_FALSE(NamespaceImage::decodeFile(fd).isOk());
+  close(fd);
 }
 
 // Pass: structural damage behind a valid checksum is refused, each with its reason.

@@ -2,8 +2,10 @@
 // fixed-size chunks that never move, so readers may hold references while it
 // grows, and growing never copies (a vector's doubling would hold the old and
 // the new array at once: 3x the memory at the step). A chunk is allocated
-// (and value-initialized) when an index in it is first written, so at most one
-// partly used chunk is wasted per array.
+// when an index in it is first written. A trivially constructible T is left
+// uninitialized (the caller writes an element before reading it), so a
+// chunk's pages become resident only as they are written: a large chunk costs
+// only what is used of it. Any other T is value-initialized.
 //
 // Thread-safety: at() allocates from any thread (a chunk is installed with a
 // compare-and-swap); find() and operator[] never allocate. Publishing an
@@ -14,6 +16,7 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
+#include <type_traits>
 
 namespace epochfs::fusefs {
 
@@ -35,7 +38,8 @@ class ChunkedArray {
     std::atomic<T*>& slot = chunks_[i >> kChunkBits];
     T* chunk = slot.load(std::memory_order_acquire);
     if (chunk == nullptr) {
-      T* fresh = new T[kChunkSize]();
+      T* fresh =
+          std::is_trivially_default_constructible_v<T> ? new T[kChunkSize] : new T[kChunkSize]();
       if (slot.compare_exchange_strong(chunk, fresh, std::memory_order_acq_rel)) {
         chunk = fresh;
       } else {

@@ -64,7 +64,7 @@ Result<DatasetNamespace::Node> DatasetNamespace::makeNode(std::string_view name,
   if (!at) return Status::tooLarge("names and symlink targets past 4 GiB");
   const Result<uint16_t> owner = ownerIndex(a.uid, a.gid);
   if (!owner.isOk()) return owner.status();
-  Node n;
+  Node n{};
   n.nameOffset = *at;
   n.nameLength = static_cast<uint16_t>(name.size());
   n.mode = static_cast<uint16_t>(a.mode & S_IFMT);
@@ -160,9 +160,11 @@ uint64_t DatasetNamespace::computeFingerprint(bool withVersions) const {
 }
 
 DatasetNamespace::ChildList DatasetNamespace::children(Ino dir) const {
-  if (const auto* slot = growth_->childLists.find(dir - 1)) {
-    if (const std::vector<uint32_t>* grown = slot->load(std::memory_order_acquire)) {
-      return ChildList(grown);
+  if (const auto* lists = growth_->childLists.load(std::memory_order_acquire)) {
+    if (const auto* slot = lists->find(dir - 1)) {
+      if (const std::vector<uint32_t>* grown = slot->load(std::memory_order_acquire)) {
+        return ChildList(grown);
+      }
     }
   }
   const Node& n = node(dir);
@@ -215,9 +217,7 @@ std::string DatasetNamespace::path(Ino ino) const {
 uint64_t DatasetNamespace::fileId(Ino ino) const { return cache::fileIdForPath(path(ino)); }
 
 uint64_t DatasetNamespace::memoryBytes() const {
-  const uint64_t chunks = (nodeCount() + Nodes::kChunkSize - 1) / Nodes::kChunkSize;
-  return chunks * Nodes::kChunkSize * sizeof(Node) + names_->used() +
-         ownerIds_->size() * (sizeof(Owner) + 32);
+  return nodeCount() * sizeof(Node) + names_->used() + ownerIds_->size() * (sizeof(Owner) + 32);
 }
 
 NodeAttr DatasetNamespace::attrOf(const Node& n) const {

@@ -108,7 +108,7 @@ class DatasetNamespace {
   void fillStat(Ino ino, struct stat* st) const;
 
   size_t nodeCount() const { return growth_->count.load(std::memory_order_acquire); }
-  // Bytes the nodes, names and owner table take (allocated chunks).
+  // Bytes the nodes, names and owner table take.
   uint64_t memoryBytes() const;
   // What the namespace holds now: entries gone, back, resized (setAttr) and
   // grafted count. The root is not counted.
@@ -137,25 +137,28 @@ class DatasetNamespace {
   uint64_t fingerprint() const { return fingerprint_; }
 
  private:
-  // 48 bytes; what attr() returns is rebuilt from it.
+  // 48 bytes; what attr() returns is rebuilt from it. Trivial (no member
+  // initializers), so the unused part of a chunk of nodes is never touched:
+  // make one with Node{}.
   struct Node {
-    uint32_t parent = 0;
-    uint32_t nameOffset = 0;  // in names_: the name, then a symlink's target
-    uint16_t nameLength = 0;
-    uint16_t mode = 0;   // st_mode fits 16 bits
-    uint16_t owner = 0;  // index in owners_
-    uint8_t gone = 0;    // deleted from the source (seen in --revalidate mode)
-    uint8_t kind = 0;    // kOther, kDir or kSymlink: set once (read without the stripe)
+    uint32_t parent;
+    uint32_t nameOffset;  // in names_: the name, then a symlink's target
+    uint16_t nameLength;
+    uint16_t mode;   // st_mode fits 16 bits
+    uint16_t owner;  // index in owners_
+    uint8_t gone;    // deleted from the source (seen in --revalidate mode)
+    uint8_t kind;    // kOther, kDir or kSymlink: set once (read without the stripe)
     // Regular file: its size. Directory: first child | child count << 32.
     // Symlink: the target's length. Device: rdev.
-    uint64_t value = 0;
-    uint64_t sourceIno = 0;
-    int64_t mtimeNs = 0;
-    int64_t ctimeNs = 0;
+    uint64_t value;
+    uint64_t sourceIno;
+    int64_t mtimeNs;
+    int64_t ctimeNs;
   };
+  static_assert(sizeof(Node) == 48);
   enum Kind : uint8_t { kOther = 0, kDir = 1, kSymlink = 2 };
   struct Owner {
-    uint32_t uid = 0, gid = 0;
+    uint32_t uid, gid;
   };
   using Nodes = ChunkedArray<Node, 16, 65536>;  // 2^32 inodes
   using Owners = ChunkedArray<Owner, 10, 64>;   // 65,536 owner pairs
@@ -180,8 +183,19 @@ class DatasetNamespace {
   // the counts' changes since the snapshot (each wraps around to a decrease); behind a pointer so
   // the namespace stays movable.
   struct Growth {
-    // A replaced child list by inode - 1 (null: the node's range).
-    ChunkedArray<std::atomic<const std::vector<uint32_t>*>, 16, 65536> childLists;
+    // A replaced child list by inode - 1 (null: the node's range); the table
+    // is made at the first replacement (null until then: most namespaces
+    // never have one).
+    using ChildLists = ChunkedArray<std::atomic<const std::vector<uint32_t>*>, 16, 65536>;
+    std::atomic<ChildLists*> childLists{nullptr};
+    std::unique_ptr<ChildLists> childListsOwner;
+    ChildLists& makeChildLists() {  // with mu held, or before the namespace is shared
+      if (!childListsOwner) {
+        childListsOwner = std::make_unique<ChildLists>();
+        childLists.store(childListsOwner.get(), std::memory_order_release);
+      }
+      return *childListsOwner;
+    }
     std::vector<std::unique_ptr<std::vector<uint32_t>>> kept;  // every list published
     std::atomic<uint64_t> files{0}, dirs{0}, bytes{0};
     std::atomic<size_t> count{0};  // nodes published, the snapshot's included

@@ -71,7 +71,7 @@ Result<uint64_t> DatasetNamespace::graft(Ino parent, const DatasetNamespace& fre
       merged->push_back(added[j++]);
     }
   }
-  g.childLists.at(parent - 1).store(merged.get(), std::memory_order_release);
+  g.makeChildLists().at(parent - 1).store(merged.get(), std::memory_order_release);
   g.kept.push_back(std::move(merged));  // readers may still hold the old list
   return files;
 }

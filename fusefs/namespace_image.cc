@@ -293,7 +293,7 @@ Result<DecodedNamespace> NamespaceImage::decodeBody(uint32_t flags, uint64_t nod
         made->value = uint64_t{kids} << 32 | kidList.front();  // one range
       } else {
         auto list = std::make_unique<std::vector<uint32_t>>(kidList);
-        ns.growth_->childLists.at(i).store(list.get(), std::memory_order_relaxed);
+        ns.growth_->makeChildLists().at(i).store(list.get(), std::memory_order_relaxed);
         ns.growth_->kept.push_back(std::move(list));
       }
     }

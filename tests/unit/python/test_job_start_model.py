@@ -27,10 +27,10 @@ class JobStartTest(unittest.TestCase):
         self.assertAlmostEqual(once, 10.0)
         self.assertEqual((tree, depth), (0.0, 0))
         self.assertEqual(calls_p, calls_1)
-        # the default inputs too: the measured 1 M files in 7.6 s
+        # the default inputs too: the measured 1 M files in 5.6 s
         d = model.JobStart(F=1e6)
-        self.assertAlmostEqual(model.job_start(d, 1)[0], 7.6)
-        self.assertAlmostEqual(model.job_start(d, 1)[1], 7.6)
+        self.assertAlmostEqual(model.job_start(d, 1)[0], 5.6)
+        self.assertAlmostEqual(model.job_start(d, 1)[1], 5.6)
 
     def test_walk_per_node_is_linear_in_p_once_the_server_saturates(self):
         self.assertAlmostEqual(model.walk_seconds(J, 2), 10.0)   # 2 x 100 x 2 = 400 calls/s
@@ -81,8 +81,8 @@ class JobStartTest(unittest.TestCase):
                 for line in text.split("Job start:")[1].splitlines()
                 if line.startswith("| ") and line.split("|")[1].strip().isdigit()}
         self.assertEqual(sorted(rows), [2 ** i for i in range(11)])
-        self.assertEqual(rows[1][0], "7.6")
-        self.assertEqual(rows[1][1], "7.6")
+        self.assertEqual(rows[1][0], "5.6")
+        self.assertEqual(rows[1][1], "5.6")
         self.assertEqual(rows[1024][3], "4")                    # 1 + 8 + 64 + 512 < 1024
         self.assertEqual(rows[1024][5], "1,024,000,000")
         self.assertEqual(rows[1024][6], "1,000,000")

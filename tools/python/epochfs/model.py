@@ -98,7 +98,7 @@ class JobStart:
     c: float = 1.05           # metadata calls per file (a mount of 2,000 files: 2,409, of
                               # which 308 the daemon's own start-up)
     M: float = 2e5            # metadata server capacity, calls/s, all walkers together
-    w: float = 1e6 / 7.6      # files/s one node walks alone (a mount of 1 M files: 7.6 s)
+    w: float = 1e6 / 5.6      # files/s one node walks alone (a mount of 1 M files: 5.6 s)
     B: float = 116.0          # snapshot bytes per file on the wire (the namespace image:
                               # 93 a node + an ImageNet-like 23-byte name)
     L: float = 12.5e9         # bytes/s one node's link sends (100 Gb/s)

@@ -22,7 +22,7 @@
 // A refresh may graft entries the source gained (graft()): they get the next
 // inode numbers (so a grown namespace is no longer numbered canonically) and
 // their directory a new, merged child list. Readers never wait for it: nodes
-// live in a ChunkedArray that never moves them, a node count stored with
+// live in a SegmentedArray that never moves them, a node count stored with
 // release publishes them, and each replaced child list is kept for the
 // namespace's lifetime.
 #pragma once
@@ -42,6 +42,7 @@
 #include "cache/status.h"
 #include "fusefs/chunked_array.h"
 #include "fusefs/name_arena.h"
+#include "fusefs/segmented_array.h"
 
 namespace epochfs::fusefs {
 
@@ -160,8 +161,10 @@ class DatasetNamespace {
   struct Owner {
     uint32_t uid, gid;
   };
-  using Nodes = ChunkedArray<Node, 16, 65536>;  // 2^32 inodes
-  using Owners = ChunkedArray<Owner, 10, 64>;   // 65,536 owner pairs
+  // Segments of 1,024 nodes, then doubling: a small namespace stays small,
+  // and a segment's unused tail is never touched (Node is trivial).
+  using Nodes = SegmentedArray<Node>;
+  using Owners = ChunkedArray<Owner, 10, 64>;  // 65,536 owner pairs
   class Walker;
   class EntryBuilder;           // fromEntries()
   friend class NamespaceImage;  // decode() builds one from its nodes (namespace_image.h)

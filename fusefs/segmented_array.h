@@ -4,7 +4,10 @@
 // [1024·2^(k-1), 1024·2^k): at most twice the elements in use are allocated,
 // and finding an element is a few bit operations.
 //
-// Elements are value-initialized when their segment is allocated.
+// A trivially constructible T is left uninitialized when its segment is
+// allocated (the caller writes an element before reading it), so a segment's
+// pages become resident only as they are written; any other T is
+// value-initialized.
 // Thread-safety: at() may allocate, from any thread (the segment is installed
 // with a compare-and-swap, so two threads never install two); find() never
 // allocates. Publishing an element's contents to other threads is the
@@ -16,6 +19,7 @@
 #include <bit>
 #include <cstddef>
 #include <memory>
+#include <type_traits>
 
 namespace epochfs::fusefs {
 
@@ -34,7 +38,8 @@ class SegmentedArray {
     const Place p = place(i);
     T* seg = segments_[p.segment].load(std::memory_order_acquire);
     if (seg == nullptr) {
-      T* fresh = new T[segmentSize(p.segment)]();
+      T* fresh = std::is_trivially_default_constructible_v<T> ? new T[segmentSize(p.segment)]
+                                                              : new T[segmentSize(p.segment)]();
       if (segments_[p.segment].compare_exchange_strong(seg, fresh, std::memory_order_acq_rel)) {
         seg = fresh;
       } else {
@@ -42,6 +47,16 @@ class SegmentedArray {
       }
     }
     return seg[p.offset];
+  }
+
+  // The element at `i`, whose segment must exist.
+  const T& operator[](size_t i) const {
+    const Place p = place(i);
+    return segments_[p.segment].load(std::memory_order_acquire)[p.offset];
+  }
+  T& operator[](size_t i) {
+    const Place p = place(i);
+    return segments_[p.segment].load(std::memory_order_acquire)[p.offset];
   }
 
   // The element at `i`, or null when its segment was never allocated.

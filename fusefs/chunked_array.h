@@ -2,10 +2,11 @@
 // fixed-size chunks that never move, so readers may hold references while it
 // grows, and growing never copies (a vector's doubling would hold the old and
 // the new array at once: 3x the memory at the step). A chunk is allocated
-// when an index in it is first written. A trivially constructible T is left
-// uninitialized (the caller writes an element before reading it), so a
-// chunk's pages become resident only as they are written: a large chunk costs
-// only what is used of it. Any other T is value-initialized.
+// when an index in it is first written, its elements value-initialized unless
+// `kValueInit` is false: then they are left uninitialized (the caller writes
+// an element before reading it; T must be trivial), so a chunk's pages become
+// resident only as they are written and a large chunk costs only what is used
+// of it.
 //
 // Thread-safety: at() allocates from any thread (a chunk is installed with a
 // compare-and-swap); find() and operator[] never allocate. Publishing an
@@ -20,8 +21,10 @@
 
 namespace epochfs::fusefs {
 
-template <class T, unsigned kChunkBits, size_t kMaxChunks>
+template <class T, unsigned kChunkBits, size_t kMaxChunks, bool kValueInit = true>
 class ChunkedArray {
+  static_assert(kValueInit || std::is_trivial_v<T>, "only a trivial T may be left uninitialized");
+
  public:
   static constexpr size_t kChunkSize = size_t{1} << kChunkBits;
   static constexpr size_t kCapacity = kMaxChunks * kChunkSize;
@@ -38,8 +41,7 @@ class ChunkedArray {
     std::atomic<T*>& slot = chunks_[i >> kChunkBits];
     T* chunk = slot.load(std::memory_order_acquire);
     if (chunk == nullptr) {
-      T* fresh =
-          std::is_trivially_default_constructible_v<T> ? new T[kChunkSize] : new T[kChunkSize]();
+      T* fresh = kValueInit ? new T[kChunkSize]() : new T[kChunkSize];
       if (slot.compare_exchange_strong(chunk, fresh, std::memory_order_acq_rel)) {
         chunk = fresh;
       } else {

@@ -163,7 +163,7 @@ class DatasetNamespace {
   };
   // Segments of 1,024 nodes, then doubling: a small namespace stays small,
   // and a segment's unused tail is never touched (Node is trivial).
-  using Nodes = SegmentedArray<Node>;
+  using Nodes = SegmentedArray<Node, /*kValueInit=*/false>;
   using Owners = ChunkedArray<Owner, 10, 64>;  // 65,536 owner pairs
   class Walker;
   class EntryBuilder;           // fromEntries()

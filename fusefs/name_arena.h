@@ -48,7 +48,7 @@ class NameArena {
 
  private:
   // 4096 chunks of 1 MiB: 4 GiB, the reach of a 32-bit offset.
-  using Bytes = ChunkedArray<char, 20, 4096>;
+  using Bytes = ChunkedArray<char, 20, 4096, /*kValueInit=*/false>;
   Bytes bytes_;
   uint64_t used_ = 0;
 };

@@ -4,10 +4,10 @@
 // [1024·2^(k-1), 1024·2^k): at most twice the elements in use are allocated,
 // and finding an element is a few bit operations.
 //
-// A trivially constructible T is left uninitialized when its segment is
-// allocated (the caller writes an element before reading it), so a segment's
-// pages become resident only as they are written; any other T is
-// value-initialized.
+// Elements are value-initialized when their segment is allocated, unless
+// `kValueInit` is false: then they are left uninitialized (the caller writes
+// an element before reading it; T must be trivial), so a segment's pages
+// become resident only as they are written.
 // Thread-safety: at() may allocate, from any thread (the segment is installed
 // with a compare-and-swap, so two threads never install two); find() never
 // allocates. Publishing an element's contents to other threads is the
@@ -23,8 +23,10 @@
 
 namespace epochfs::fusefs {
 
-template <class T>
+template <class T, bool kValueInit = true>
 class SegmentedArray {
+  static_assert(kValueInit || std::is_trivial_v<T>, "only a trivial T may be left uninitialized");
+
  public:
   SegmentedArray() = default;
   SegmentedArray(const SegmentedArray&) = delete;
@@ -38,8 +40,7 @@ class SegmentedArray {
     const Place p = place(i);
     T* seg = segments_[p.segment].load(std::memory_order_acquire);
     if (seg == nullptr) {
-      T* fresh = std::is_trivially_default_constructible_v<T> ? new T[segmentSize(p.segment)]
-                                                              : new T[segmentSize(p.segment)]();
+      T* fresh = kValueInit ? new T[segmentSize(p.segment)]() : new T[segmentSize(p.segment)];
       if (segments_[p.segment].compare_exchange_strong(seg, fresh, std::memory_order_acq_rel)) {
         seg = fresh;
       } else {

@@ -9,8 +9,8 @@
 // (--revalidate, refresh): readers copy them out under a striped lock (attr(),
 // setAttr()).
 //
-// Memory: 48 bytes a node plus its name (docs/PERFORMANCE.md "Namespace
-// memory"). A node holds its parent's index, not its path (path() walks up);
+// Memory: 48 bytes a node plus its name (docs/PERFORMANCE.md "Daemon memory
+// and mount time"). A node holds its parent's index, not its path (path() walks up);
 // breadth-first numbering makes a directory's children one contiguous range
 // of inodes (no child vectors); owners are an index into a table of the
 // (uid, gid) pairs seen; names and symlink targets are packed in a NameArena;

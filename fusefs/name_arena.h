@@ -31,8 +31,9 @@ class NameArena {
     if (at + n >= Bytes::kCapacity) return std::nullopt;
     if (n > 0) {
       char* p = &bytes_.at(at);
-      std::memcpy(p, a.data(), a.size());
-      std::memcpy(p + a.size(), b.data(), b.size());
+      // An empty view may hold a null pointer, which memcpy must not get.
+      if (!a.empty()) std::memcpy(p, a.data(), a.size());
+      if (!b.empty()) std::memcpy(p + a.size(), b.data(), b.size());
     }
     used_ = at + n;
     return static_cast<uint32_t>(at);

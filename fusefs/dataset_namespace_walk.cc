@@ -59,7 +59,7 @@ class DatasetNamespace::Walker {
         if (queue_.empty()) return;
         dir = queue_.front();
         queue_.pop_front();
-        dirPath = pathOf(dir);
+        dirPath = ns_.path(dir);  // its nodes are written (mu_ held)
       }
       std::vector<Entry> entries;
       Status s = list(dirPath, entries);
@@ -68,17 +68,6 @@ class DatasetNamespace::Walker {
       if (!s.isOk() && error_.isOk()) error_ = s;
       if (--pending_ == 0) cv_.notify_all();
     }
-  }
-
-  // Called with mu_ held (the node count is not published during the walk).
-  std::string pathOf(uint32_t dir) const {
-    std::string p;
-    for (uint32_t i = dir; i != kRootIno; i = (*ns_.nodes_)[i - 1].parent) {
-      const Node& n = (*ns_.nodes_)[i - 1];
-      p.insert(0, ns_.names_->view(n.nameOffset, n.nameLength));
-      if (n.parent != kRootIno) p.insert(0, 1, '/');
-    }
-    return p;
   }
 
   Status list(const std::string& dirPath, std::vector<Entry>& out) {

@@ -30,6 +30,8 @@
 #include <sys/stat.h>
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -74,6 +76,14 @@ class DatasetNamespace {
 
   // Walks the directory open at `rootFd` with `threads` threads.
   static cache::Result<DatasetNamespace> snapshot(int rootFd, unsigned threads);
+  struct WalkOptions {
+    unsigned threads = 16;
+    // Set to the entries made so far as the walk goes (read by another thread).
+    std::atomic<uint64_t>* progress = nullptr;
+    // TEST-ONLY: a pause before each directory is listed (a slow walk to kill).
+    std::chrono::milliseconds directoryDelay{0};
+  };
+  static cache::Result<DatasetNamespace> snapshot(int rootFd, const WalkOptions& options);
   // Builds the tree from `entries`, in any order (one thread). Parent directories
   // that are not listed, and the root, get `dirAttr`. The numbering is snapshot()'s
   // (the same tree gets the same numbers). Defensive, never fatal: a malformed path

@@ -23,7 +23,8 @@ using cache::Status;
 // the subdirectories.
 class DatasetNamespace::Walker {
  public:
-  Walker(DatasetNamespace& ns, int rootFd) : ns_(ns), rootFd_(rootFd) {}
+  Walker(DatasetNamespace& ns, int rootFd, const WalkOptions& options)
+      : ns_(ns), rootFd_(rootFd), options_(options) {}
 
   Status run(unsigned threads) {
     struct stat st;
@@ -62,6 +63,7 @@ class DatasetNamespace::Walker {
         dirPath = ns_.path(dir);  // its nodes are written (mu_ held)
       }
       std::vector<Entry> entries;
+      if (options_.directoryDelay.count() > 0) std::this_thread::sleep_for(options_.directoryDelay);
       Status s = list(dirPath, entries);
       std::lock_guard<std::mutex> lock(mu_);
       if (s.isOk() && error_.isOk()) s = append(dir, entries);
@@ -127,12 +129,14 @@ class DatasetNamespace::Walker {
     if (!entries.empty()) {
       (*ns_.nodes_)[dir - 1].value = uint64_t{entries.size()} << 32 | first;
     }
+    if (options_.progress != nullptr) options_.progress->store(count_, std::memory_order_relaxed);
     if (!queue_.empty()) cv_.notify_all();
     return Status::ok();
   }
 
   DatasetNamespace& ns_;
   int rootFd_;
+  const WalkOptions options_;
   std::mutex mu_;  // guards everything below and ns_'s nodes and names during the walk
   std::condition_variable cv_;
   std::deque<uint32_t> queue_;
@@ -142,11 +146,17 @@ class DatasetNamespace::Walker {
 };
 
 Result<DatasetNamespace> DatasetNamespace::snapshot(int rootFd, unsigned threads) {
+  WalkOptions options;
+  options.threads = threads;
+  return snapshot(rootFd, options);
+}
+
+Result<DatasetNamespace> DatasetNamespace::snapshot(int rootFd, const WalkOptions& options) {
   DatasetNamespace ns;
   size_t count = 0;
   {
-    Walker walker(ns, rootFd);
-    Status s = walker.run(std::max(1u, threads));
+    Walker walker(ns, rootFd, options);
+    Status s = walker.run(std::max(1u, options.threads));
     if (!s.isOk()) return s;
     count = walker.count();
   }

@@ -123,6 +123,15 @@ class Cluster : public cache::PeerSource {
   virtual Fit fit() const = 0;
   virtual uint16_t listenPort() const = 0;
   virtual const ClusterConfig& config() const = 0;
+  // Placement over `files` from now on, for a cluster started without them
+  // (ClusterConfig::files empty: the namespace comes from a peer after the
+  // cluster is up). Once; a later call is ignored.
+  virtual void setFiles(std::vector<FileBytes> files) = 0;
+  // Chunk `index` of file `id` from member `node` itself, whoever owns it
+  // (the namespace's transfer down its tree). Same checks as fetch(); blocks
+  // up to the deadline.
+  virtual cache::Result<cache::ChunkRef> fetchFromNode(uint32_t node, const cache::FileIdentity& id,
+                                                       uint32_t index) = 0;
 };
 
 }  // namespace epochfs::transport

@@ -76,15 +76,27 @@ UcxCluster::UcxCluster(const ClusterConfig& config, ServeFn serve)
                                             op.chunk = std::move(r.chunk);
                                             post(std::move(op));
                                           });
-  for (const auto& f : cfg_.files) datasetBytes_ += f.bytes;
-  if (!cfg_.files.empty()) {
-    placer_ = std::make_unique<PlacementBuilder>(
-        cfg_.files, cfg_.replicas,
-        [this](std::shared_ptr<const PlacementTable> t, uint64_t generation) {
-          installTable(std::move(t), generation);
-        });
-  }
+  if (!cfg_.files.empty()) startPlacement(cfg_.files);
   recomputeLive();
+}
+
+void UcxCluster::startPlacement(std::vector<FileBytes> files) {
+  uint64_t bytes = 0;
+  for (const auto& f : files) bytes += f.bytes;
+  auto placer = std::make_unique<PlacementBuilder>(
+      std::move(files), cfg_.replicas,
+      [this](std::shared_ptr<const PlacementTable> t, uint64_t generation) {
+        installTable(std::move(t), generation);
+      });
+  std::unique_lock<std::shared_mutex> lock(liveMu_);  // fit() reads both
+  datasetBytes_ = bytes;
+  placer_ = std::move(placer);
+}
+
+void UcxCluster::setFiles(std::vector<FileBytes> files) {
+  Op op;
+  op.files = std::make_shared<std::vector<FileBytes>>(std::move(files));
+  post(std::move(op));
 }
 
 Status UcxCluster::init() {
@@ -309,6 +321,10 @@ void UcxCluster::drainOps() {
       sendRequest(op.fetch);
     } else if (op.suspect >= 0) {
       markSuspect(*peers_[static_cast<size_t>(op.suspect)], Clock::now());
+    } else if (op.files) {
+      if (placer_ != nullptr) continue;  // once
+      startPlacement(std::move(*op.files));
+      recomputeLive();  // asks the new placer for the current live set's table
     } else {
       sendReply(op);
     }

@@ -56,6 +56,9 @@ class UcxCluster final : public Cluster {
   Fit fit() const override;
   uint16_t listenPort() const override { return port_.load(); }
   const ClusterConfig& config() const override { return cfg_; }
+  void setFiles(std::vector<FileBytes> files) override;
+  cache::Result<cache::ChunkRef> fetchFromNode(uint32_t node, const cache::FileIdentity& id,
+                                               uint32_t index) override;
 
  private:
   enum class State : int { kSelf, kDown, kConnecting, kUp, kSuspect, kRefused };
@@ -124,9 +127,10 @@ class UcxCluster final : public Cluster {
   };
 
   struct Op {
-    std::shared_ptr<Pending> fetch;  // a request to send, or
-    uint64_t connId = 0;             // a reply to send on an inbound connection, or
-    int suspect = -1;                // a peer to mark suspect (bad payloads)
+    std::shared_ptr<Pending> fetch;                 // a request to send, or
+    uint64_t connId = 0;                            // a reply to send on an inbound connection, or
+    int suspect = -1;                               // a peer to mark suspect (bad payloads), or
+    std::shared_ptr<std::vector<FileBytes>> files;  // the files to place (setFiles)
     wire::Reply reply;
     cache::ChunkRef chunk;
   };
@@ -149,6 +153,8 @@ class UcxCluster final : public Cluster {
   void markSuspect(Peer& p, Clock::time_point now);
   void setState(Peer& p, State s);
   void recomputeLive();
+  // Makes placer_ over `files` (progress thread, or the constructor).
+  void startPlacement(std::vector<FileBytes> files);
   // Called by placer_ with the table built for live-set `generation`.
   void installTable(std::shared_ptr<const PlacementTable> table, uint64_t generation);
   void complete(const std::shared_ptr<Pending>& p, cache::Status s);

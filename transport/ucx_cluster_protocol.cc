@@ -361,6 +361,17 @@ Result<cache::ChunkRef> UcxCluster::fetch(const std::string& relPath, const cach
   return last;
 }
 
+Result<cache::ChunkRef> UcxCluster::fetchFromNode(uint32_t node, const cache::FileIdentity& id,
+                                                  uint32_t index) {
+  if (node >= peers_.size() || node == cfg_.selfId) {
+    return Status::invalidArgument("no such peer: " + std::to_string(node));
+  }
+  cache::ChunkKey key;
+  key.fileId = id.fileId;
+  key.chunkIndex = index;
+  return fetchFrom(node, id, key, Clock::now() + cfg_.deadline);
+}
+
 Result<cache::ChunkRef> UcxCluster::fetchFrom(uint32_t node, const cache::FileIdentity& id,
                                               const cache::ChunkKey& key,
                                               Clock::time_point deadline) {

@@ -306,6 +306,7 @@ json AdminCommands::status() const {
   };
   if (m_.sourceStatus) out["s3"] = m_.sourceStatus();
   out["dataset"] = {{"namespace_source", m_.namespaceSource}};
+  if (m_.namespaceOrigin) out["dataset"]["namespace_exchange"] = m_.namespaceOrigin();
   // version, uptime, dataset and members: the declared values.
   out.update(metrics_.snapshot("status"), /*merge_objects=*/true);
   return out;

@@ -91,6 +91,10 @@ struct MountState {
   // Where the namespace came from: "walk", "listing" or "handed over" (a
   // restarted worker's, from its supervisor).
   std::string namespaceSource;
+  // Clustered: the job's one walk ({"walker", "from_member", "image_bytes",
+  // "seconds", "counted_out", "fingerprint"}), status.dataset.namespace_exchange;
+  // unset: none.
+  std::function<nlohmann::json()> namespaceOrigin;
   // Called after a refresh changed the live namespace; unset: nothing.
   NamespaceRefresher::Changed namespaceUpdated;
   // Ends the mount through the daemon's normal stop path (`restart`: the

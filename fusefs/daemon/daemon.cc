@@ -233,23 +233,21 @@ Status Daemon::startCluster() {
   auto fault = transport::peerFaultFromEnv();
   if (!fault.isOk()) return fault.status();
   cc.fault = *fault;
-  // Peers can name only files of this namespace (fileIndex_, which a refresh
-  // extends), by id, at the version they hold. Placement bounds each node's
-  // share by its capacity over the same list of files on every node
-  // (transport/placement_table.h): the mount's snapshot; a file a refresh
-  // added has owners by rendezvous.
-  for (DatasetNamespace::Ino ino = 1; ino <= namespace_->nodeCount(); ++ino) {
-    if (!S_ISREG(namespace_->attr(ino).mode)) continue;
-    cc.files.push_back({namespace_->fileId(ino), namespace_->attr(ino).size});
-  }
+  // Started without files: the namespace comes after (namespaceLoaded()).
   // Chunks change class in place when the live set (and so placement) changes.
   cc.onPlacementChange = [this] {
     const uint64_t changed = ram_->reclassify();
     if (changed > 0)
       spdlog::info("cluster: placement changed; {} RAM chunks changed class", changed);
   };
+  // Peers can name only files of this namespace (fileIndex_, which a refresh
+  // extends), by id, at the version they hold; and the namespace's image.
   auto serve = [this](const cache::FileIdentity& id,
                       uint32_t index) -> cache::Result<cache::ChunkRef> {
+    if (id.fileId == NamespaceExchange::kFileId) return exchange_->serve(id, index);
+    if (!namespaceReady_.load(std::memory_order_acquire)) {
+      return Status::unavailable("this member has no namespace yet");
+    }
     const DatasetNamespace::Ino ino = fileIndex_->find(id.fileId);
     if (ino == 0) return Status::notFound("no such file in this dataset");
     if (!(namespace_->identity(ino) == id)) return Status::stale("another version");
@@ -258,6 +256,17 @@ Status Daemon::startCluster() {
   auto cluster = transport::Cluster::start(cc, serve);
   if (!cluster.isOk()) return cluster.status();
   cluster_ = std::move(cluster).value();
+  if (options_.namespaceWalkEach) return Status::ok();
+  NamespaceExchange::Options xo;
+  xo.fanOut = options_.namespaceFanOut;
+  xo.stallBound = std::chrono::seconds(options_.namespaceStallSeconds);
+  xo.pieceBytes = options_.chunkSize;
+  if (s3_) {
+    xo.sourceProgress = [this] {
+      return s3_->counters().lists.load() + s3_->counters().bytesReceived.load();
+    };
+  }
+  exchange_ = std::make_unique<NamespaceExchange>(*cluster_, std::move(xo));
   peersLease_ = cache_->lendPeers(*cluster_);
   // Owned and guest chunks of the RAM tier follow the cluster's placement.
   ownershipLease_ = ram_->lendOwnership(*cluster_);
@@ -278,6 +287,22 @@ Status Daemon::start() {
     }
   }
   if (Status s = openSource(); !s.isOk()) return s;
+  fitMemory();
+  Status s = openTiers();
+  if (!s.isOk()) return s;
+  cache::ChunkCache::Options co;
+  co.datasetId = datasetId_;
+  co.chunkSize = options_.chunkSize;
+  cache::Source* reads = source_;
+  if (options_.injectSourceLatencyMs > 0) {
+    delayed_ = std::make_unique<cache::DelayedSource>(
+        *source_, std::chrono::milliseconds(options_.injectSourceLatencyMs));
+    reads = delayed_.get();
+  }
+  cache_ = std::make_unique<cache::ChunkCache>(co, *reads, *ram_, disk_.get());
+  // Before the namespace: clustered, it may come from a peer (one walk per job).
+  s = startCluster();
+  if (!s.isOk()) return s;
 
   const auto t0 = std::chrono::steady_clock::now();
   auto ns = loadNamespace();
@@ -298,26 +323,11 @@ Status Daemon::start() {
   if (options_.clustered() || options_.pushPageCache != MountOptions::PushMode::kOff) {
     fileIndex_ = std::make_unique<FileIndex>(*namespace_);
   }
-
-  fitMemory();
-  Status s = openTiers();
-  if (!s.isOk()) return s;
+  namespaceLoaded();
   // For the next mount (the directory exists now); a large image takes a
   // while to write: beside the mount, not before it.
   if (namespaceSource_ == "walk" && namespaceStore_)
     keeper_ = std::thread([this] { keepNamespace(); });
-  cache::ChunkCache::Options co;
-  co.datasetId = datasetId_;
-  co.chunkSize = options_.chunkSize;
-  cache::Source* reads = source_;
-  if (options_.injectSourceLatencyMs > 0) {
-    delayed_ = std::make_unique<cache::DelayedSource>(
-        *source_, std::chrono::milliseconds(options_.injectSourceLatencyMs));
-    reads = delayed_.get();
-  }
-  cache_ = std::make_unique<cache::ChunkCache>(co, *reads, *ram_, disk_.get());
-  s = startCluster();
-  if (!s.isOk()) return s;
   // Freed chunks' buffers, already faulted in, for the next source reads
   // (before the watcher, which zeroes this limit under pressure).
   cache::ChunkBufferPool::global().setLimits(
@@ -371,6 +381,13 @@ Status Daemon::start() {
       .cluster = cluster_.get(),
       .supervised = supervision_.has_value(),
       .namespaceSource = namespaceSource_,
+      .namespaceOrigin = exchange_ ? std::function<json()>([this] {
+        const auto o = exchange_->origin();
+        return json{{"walker", o.walker},          {"from_member", o.parent},
+                    {"image_bytes", o.imageBytes}, {"seconds", o.waitedSeconds},
+                    {"counted_out", o.countedOut}, {"fingerprint", namespaceFingerprint()}};
+      })
+                                   : std::function<json()>(),
       .namespaceUpdated = [this](const RefreshReport& r) { namespaceRefreshed(r); },
       .stop = [this](bool restart) { stop(restart); },
       .join =

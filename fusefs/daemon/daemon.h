@@ -31,6 +31,7 @@
 #include "fusefs/daemon/memory_pressure_watcher.h"
 #include "fusefs/daemon/mount_options.h"
 #include "fusefs/daemon/mount_set.h"
+#include "fusefs/daemon/namespace_exchange.h"
 #include "fusefs/daemon/namespace_store.h"
 #include "fusefs/daemon/s3_dataset.h"
 #include "fusefs/daemon/supervisor_link.h"
@@ -111,9 +112,13 @@ class Daemon {
   cache::Status startCluster();
   // Opens the source (a directory, or an object store) and snapshots it.
   cache::Status openSource();
-  cache::Result<DatasetNamespace> snapshotSource();
-  // A restart's handed-over namespace if usable, else snapshotSource().
+  // `progress`: set to the entries made so far as the walk goes (or null).
+  cache::Result<DatasetNamespace> snapshotSource(std::atomic<uint64_t>* progress = nullptr);
+  // A restart's handed-over namespace if usable; clustered, one walk per job
+  // (exchange_); else the disk tier's kept namespace or snapshotSource().
   cache::Result<DatasetNamespace> loadNamespace();
+  // The namespace is loaded: placement over its files, and peers may name them.
+  void namespaceLoaded();
   // The FUSE settings every mount of this daemon shares.
   FuseServer::Config fuseConfig() const;
   // Mounts `m.mountpoint` (`resume`: adopts `m.fd` and replays its INIT) as
@@ -160,6 +165,12 @@ class Daemon {
   std::unique_ptr<cache::ChunkStore> disk_;
   std::unique_ptr<cache::ChunkCache> cache_;
   std::unique_ptr<FileIndex> fileIndex_;  // what peers and the pusher name (clustered or pushing)
+  // Clustered: the cluster starts before the namespace (which may come from a
+  // peer); its serve threads answer for files only once this is set, after
+  // namespace_ and fileIndex_ (release/acquire).
+  std::atomic<bool> namespaceReady_{false};
+  // Clustered: the namespace's walk or transfer, and the image served down the tree.
+  std::unique_ptr<NamespaceExchange> exchange_;
   // --peers/--hostfile/--slurm: the other nodes' caches. Declared after
   // cache_ and fileIndex_ so it stops (its serve threads use them) before
   // they go.

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <mutex>
 #include <utility>
@@ -35,9 +37,38 @@ Status Daemon::openSource() {
   return Status::ok();
 }
 
-cache::Result<DatasetNamespace> Daemon::snapshotSource() {
+namespace {
+
+// TEST-ONLY: a pause before each directory of the walk (a walk slow enough
+// to kill mid-way); unset in real use.
+std::chrono::milliseconds testWalkDelay() {
+  const char* v = getenv("EPOCHFS_TEST_WALK_DELAY_MS");
+  return std::chrono::milliseconds(v != nullptr ? std::strtoul(v, nullptr, 10) : 0);
+}
+
+}  // namespace
+
+cache::Result<DatasetNamespace> Daemon::snapshotSource(std::atomic<uint64_t>* progress) {
   if (s3_) return s3_->snapshot();
-  return DatasetNamespace::snapshot(posix_->rootFd(), 16);
+  DatasetNamespace::WalkOptions walk;
+  walk.progress = progress;
+  walk.directoryDelay = testWalkDelay();
+  return DatasetNamespace::snapshot(posix_->rootFd(), walk);
+}
+
+void Daemon::namespaceLoaded() {
+  if (!cluster_) return;
+  // Placement bounds each node's share by its capacity over the same list of
+  // files on every node (transport/placement_table.h): the mount's snapshot;
+  // a file a refresh added has owners by rendezvous.
+  std::vector<transport::FileBytes> files;
+  files.reserve(namespace_->fileCount());
+  for (DatasetNamespace::Ino ino = 1; ino <= namespace_->nodeCount(); ++ino) {
+    if (!S_ISREG(namespace_->attr(ino).mode)) continue;
+    files.push_back({namespace_->fileId(ino), namespace_->attr(ino).size});
+  }
+  cluster_->setFiles(std::move(files));
+  namespaceReady_.store(true, std::memory_order_release);
 }
 
 cache::Result<DatasetNamespace> Daemon::loadNamespace() {
@@ -46,6 +77,12 @@ cache::Result<DatasetNamespace> Daemon::loadNamespace() {
     auto ns = NamespaceHandover::adopt(fd, supervision_->expectedFingerprint, s3_.get());
     if (ns.isOk()) {
       namespaceSource_ = "handed over";
+      if (exchange_) {  // for members still to come
+        Status held = exchange_->hold(*ns, [this](const DatasetNamespace& n) {
+          return NamespaceHandover::publish(n, s3_.get());
+        });
+        if (!held.isOk()) spdlog::warn("cannot serve the namespace to peers: {}", held.message());
+      }
       return ns;
     }
     spdlog::warn("restart: the namespace handed over is not usable ({}); {} the source again",
@@ -57,7 +94,7 @@ cache::Result<DatasetNamespace> Daemon::loadNamespace() {
   if (!s3_ && !options_.cacheDir.empty()) {
     namespaceStore_.emplace(datasetCacheDir());
     // A restart resumes the kernel's node ids: only the hand-over may serve
-    // it. A cluster's nodes must place one snapshot: each walks (for now).
+    // it. A cluster's nodes must place one snapshot: the job's one walk.
     if ((!supervision_ || supervision_->resume.empty()) && !options_.clustered()) {
       int64_t keptAt = 0;
       auto kept = namespaceStore_->load(&keptAt);
@@ -75,6 +112,22 @@ cache::Result<DatasetNamespace> Daemon::loadNamespace() {
                      kept.status().message());
       }
     }
+  }
+  if (exchange_) {
+    // One walk per job: the lowest member walks; the others get its image.
+    auto ns = exchange_->obtain(
+        [this](std::atomic<uint64_t>* progress) { return snapshotSource(progress); },
+        [this](const DatasetNamespace& n) { return NamespaceHandover::publish(n, s3_.get()); },
+        [this](int fd, const std::string& fingerprint) {
+          return NamespaceHandover::adopt(fd, fingerprint, s3_.get());
+        });
+    const auto origin = exchange_->origin();
+    namespaceSource_ = !origin.walked ? "peer" : s3_ ? "listing" : "walk";
+    if (ns.isOk() && !origin.walked) {
+      spdlog::info("namespace: received from member {} (walked by member {}), {} bytes, in {:.2f}s",
+                   origin.parent, origin.walker, origin.imageBytes, origin.waitedSeconds);
+    }
+    return ns;
   }
   namespaceSource_ = s3_ ? "listing" : "walk";
   return snapshotSource();

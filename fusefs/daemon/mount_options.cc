@@ -296,6 +296,7 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
   app.add_option("--order", order,
                  "Follow torch's sampler order: torch-distributed:seed=S,world=W,ranks=R1+R2");
   std::string peerIntegrity = "mac";
+  std::string namespaceWalk = "once";
   app.add_option("--peers", o.clusterPeers,
                  "Cluster members host:port,... (same list on every node)");
   app.add_option("--hostfile", o.clusterHostfile, "Cluster members, one host[:port] per line");
@@ -313,6 +314,16 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
       ->check(CLI::IsMember({"mac", "checksum"}));
   app.add_option("--peer-timeout", o.peerTimeoutMs, "Peer request deadline in ms (default 2000)")
       ->check(CLI::Range(10, 600000));
+  app.add_option("--namespace-walk", namespaceWalk,
+                 "once (default: one member walks, the others receive it) or each "
+                 "(every member walks its own view of the source)")
+      ->check(CLI::IsMember({"once", "each"}));
+  app.add_option("--namespace-fan-out", o.namespaceFanOut,
+                 "Members each member sends the namespace on to (default 4)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--namespace-stall-timeout", o.namespaceStallSeconds,
+                 "Seconds a silent walker is waited for before the next takes over (default 30)")
+      ->check(CLI::Range(1, 86400));
   app.add_flag("--allow-other", o.allowOther, "Let other users read the mount");
   app.add_flag("--nonempty", o.nonempty, "Allow mounting over a non-empty directory");
   S3CommandLine s3;
@@ -349,6 +360,7 @@ Result<MountCommandLine> parseMountCommandLine(const std::vector<std::string>& a
         "--revalidate is not supported for an s3:// source (use epochctl refresh)");
   }
   o.peerMac = peerIntegrity == "mac";
+  o.namespaceWalkEach = namespaceWalk == "each";
   o.memoryWatch = memoryWatch == "on";
   o.hugePages = hugePages == "on"    ? MountOptions::HugePages::kOn
                 : hugePages == "off" ? MountOptions::HugePages::kOff

@@ -105,6 +105,12 @@ struct MountOptions {
   std::string secretFile;         // --secret-file (absolute; 0600)
   bool peerMac = true;            // --peer-integrity=mac|checksum
   unsigned peerTimeoutMs = 2000;  // --peer-timeout
+  // One walk per job (fusefs/daemon/namespace_exchange.h): the tree's fan-out,
+  // and how long a member that never answered, or a walk that made no
+  // progress, is waited for before the next member takes over.
+  bool namespaceWalkEach = false;       // --namespace-walk each (default once)
+  unsigned namespaceFanOut = 4;         // --namespace-fan-out
+  unsigned namespaceStallSeconds = 30;  // --namespace-stall-timeout
   bool clustered() const {
     return !clusterPeers.empty() || !clusterHostfile.empty() || clusterSlurm;
   }

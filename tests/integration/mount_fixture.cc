@@ -592,6 +592,7 @@ ProcResult MountTest::mountAt(const std::string& src, const std::string& mnt,
       auto j = adminRequest(mnt, {{"cmd", admin::kCmdStatus}});
       if (auto pid = counter(j, "pid")) m.pid = static_cast<pid_t>(*pid);
     }
+    std::lock_guard<std::mutex> lock(mountedMu_);
     mounted_.push_back(m);
   }
   if (r.exitCode == 0) {

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -165,6 +166,7 @@ class MountTest : public ::testing::Test {
     std::string mnt;
     pid_t pid = -1;
   };
+  std::mutex mountedMu_;  // mountAt() may run on several threads (a cluster's parallel start)
   std::vector<Mounted> mounted_;
   std::optional<int> lastDaemonStatus_;
 };

@@ -244,7 +244,11 @@ Status Daemon::startCluster() {
   // extends), by id, at the version they hold; and the namespace's image.
   auto serve = [this](const cache::FileIdentity& id,
                       uint32_t index) -> cache::Result<cache::ChunkRef> {
-    if (id.fileId == NamespaceExchange::kFileId) return exchange_->serve(id, index);
+    if (id.fileId == NamespaceExchange::kFileId) {
+      const NamespaceExchange* x = exchangeServing_.load(std::memory_order_acquire);
+      if (x == nullptr) return Status::notFound("this member does not serve its namespace");
+      return x->serve(id, index);
+    }
     if (!namespaceReady_.load(std::memory_order_acquire)) {
       return Status::unavailable("this member has no namespace yet");
     }
@@ -256,6 +260,10 @@ Status Daemon::startCluster() {
   auto cluster = transport::Cluster::start(cc, serve);
   if (!cluster.isOk()) return cluster.status();
   cluster_ = std::move(cluster).value();
+  peersLease_ = cache_->lendPeers(*cluster_);
+  // Owned and guest chunks of the RAM tier follow the cluster's placement.
+  ownershipLease_ = ram_->lendOwnership(*cluster_);
+  ram_->reclassify();  // what peers' requests put in before the view was set
   if (options_.namespaceWalkEach) return Status::ok();
   NamespaceExchange::Options xo;
   xo.fanOut = options_.namespaceFanOut;
@@ -267,10 +275,7 @@ Status Daemon::startCluster() {
     };
   }
   exchange_ = std::make_unique<NamespaceExchange>(*cluster_, std::move(xo));
-  peersLease_ = cache_->lendPeers(*cluster_);
-  // Owned and guest chunks of the RAM tier follow the cluster's placement.
-  ownershipLease_ = ram_->lendOwnership(*cluster_);
-  ram_->reclassify();  // what peers' requests put in before the view was set
+  exchangeServing_.store(exchange_.get(), std::memory_order_release);
   return Status::ok();
 }
 

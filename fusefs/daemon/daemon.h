@@ -171,6 +171,8 @@ class Daemon {
   std::atomic<bool> namespaceReady_{false};
   // Clustered: the namespace's walk or transfer, and the image served down the tree.
   std::unique_ptr<NamespaceExchange> exchange_;
+  // exchange_ for the serve threads, set once it exists (release/acquire).
+  std::atomic<const NamespaceExchange*> exchangeServing_{nullptr};
   // --peers/--hostfile/--slurm: the other nodes' caches. Declared after
   // cache_ and fileIndex_ so it stops (its serve threads use them) before
   // they go.

@@ -47,6 +47,21 @@ cache::FileIdentity imageIdentity() {
 
 std::string ms(std::chrono::milliseconds d) { return fmt::format("{:.1f} s", d.count() / 1000.0); }
 
+// All `n` bytes at `offset` of `fd` (pread, or pwrite when `write`).
+Status fullIo(bool write, int fd, char* p, size_t n, uint64_t offset) {
+  for (size_t done = 0; done < n;) {
+    const off_t at = static_cast<off_t>(offset + done);
+    const ssize_t got =
+        write ? pwrite(fd, p + done, n - done, at) : pread(fd, p + done, n - done, at);
+    if (got <= 0) {
+      return Status::fromErrno(got < 0 ? errno : EIO,
+                               write ? "write namespace image" : "read namespace image");
+    }
+    done += static_cast<size_t>(got);
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 NamespaceExchange::NamespaceExchange(transport::Cluster& cluster, Options options)
@@ -92,13 +107,7 @@ Result<cache::ChunkRef> NamespaceExchange::serve(const cache::FileIdentity& id,
   if (end > haveBytes_) return Status::unavailable("that piece of the image has not come yet");
   cache::ChunkBuffer data(end - begin);
   // Under mu_: the image is not replaced while it is read (a piece is ~1 ms).
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = pread(fd_, data.data() + done, data.size() - done,
-                            static_cast<off_t>(begin + done));
-    if (n <= 0) return Status::fromErrno(n < 0 ? errno : EIO, "read namespace image");
-    done += static_cast<size_t>(n);
-  }
+  if (Status s = fullIo(false, fd_, data.data(), data.size(), begin); !s.isOk()) return s;
   return cache::makeChunk(key, id, std::move(data));
 }
 
@@ -163,7 +172,9 @@ Result<DatasetNamespace> NamespaceExchange::obtain(const Walk& walk, const Publi
     for (uint32_t i = 0; i < members_; ++i) seenUp_[i] = seenUp_[i] || states[i] == "up";
     const auto now = Clock::now();
     if (!m.isOk()) {
-      if (seenUp_[parent] && states[parent] != "up" && states[parent] != "suspect") {
+      if (states[parent] == "refused") {
+        countOut(parent, "the handshake with it failed (another secret?)");
+      } else if (seenUp_[parent] && states[parent] != "up" && states[parent] != "suspect") {
         countOut(parent, "its connection was lost");
       } else if (failingSince[parent] == Clock::time_point::max()) {
         failingSince[parent] = now;
@@ -260,13 +271,8 @@ Result<DatasetNamespace> NamespaceExchange::receive(uint32_t parent, Manifest m,
     const auto& data = (*piece)->data;
     if (data.size() != end - have) return Status::corruption("a piece of the wrong length");
     std::lock_guard<std::mutex> lock(mu_);
-    size_t done = 0;
-    while (done < data.size()) {
-      const ssize_t n = pwrite(fd_, data.data() + done, data.size() - done,
-                               static_cast<off_t>(have + done));
-      if (n <= 0) return Status::fromErrno(n < 0 ? errno : EIO, "write namespace image");
-      done += static_cast<size_t>(n);
-    }
+    Status s = fullIo(true, fd_, const_cast<char*>(data.data()), data.size(), have);
+    if (!s.isOk()) return s;
     have = haveBytes_ = end;
     lastAdvance = Clock::now();
   }

@@ -13,12 +13,12 @@
 //
 // Succession: a member counts out (i) its parent, or the walker a manifest
 // names, once that member was up and is not any more (a crash), (ii) a parent
-// that has never answered for `stallBound`, (iii) a walker whose progress has
-// stood still for `stallBound`. It then recomputes the tree; when it is the
-// lowest member left, it walks. A parent always has a lower id than its
-// child, whatever each one has counted out, so no two members wait on each
-// other. A received image is decoded, its checksum checked and its fingerprint
-// compared with the manifest's before use.
+// that refused the handshake (another job's secret), (iii) a parent that has
+// never answered for `stallBound`, (iv) a walker whose progress has stood
+// still for `stallBound`, (v) a parent whose image failed its checks. It then recomputes the tree;
+// when it is the lowest member left, it walks. A parent always has a lower id than its child,
+// whatever each one has counted out, so no two members wait on each other. A received image is
+// decoded, its checksum checked and its fingerprint compared with the manifest's before use.
 //
 // Threading: obtain() and hold() on the daemon's start thread; serve() on the
 // cluster's serve threads, at any time (before obtain(): "not yet").
@@ -109,7 +109,7 @@ class NamespaceExchange {
   const Options options_;
   const uint32_t self_;
   const size_t members_;
-  std::vector<bool> out_;    // counted out (start thread)
+  std::vector<bool> out_;     // counted out (start thread)
   std::vector<bool> seenUp_;  // was up at some poll (start thread)
   Origin origin_;             // guarded by mu_
   std::atomic<uint64_t> walkProgress_{0};

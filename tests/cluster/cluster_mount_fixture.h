@@ -124,18 +124,8 @@ class ClusterMountTest : public MountTest {
       const std::string cache = root_ + "/cache" + std::to_string(i);
       mkdirs(mnt);
       mkdirs(cache);
-      std::vector<std::string> args = {
-          "--peers",           peers,
-          "--listen",          "127.0.0.1:" + std::to_string(ports_[i]),
-          "--secret-file",     i == wrongSecretNode ? wrong : secret_,
-          "--ram-cache",       std::to_string(nodeRam_.count(i) ? nodeRam_[i] : ramBytes),
-          "--log-level",       "info",
-          "--log-file",        root_ + "/log" + std::to_string(i),
-          "--prefetch-window", "0"};
-      args.insert(args.end(), extra.begin(), extra.end());
-      if (auto it = nodeExtra_.find(i); it != nodeExtra_.end()) {
-        args.insert(args.end(), it->second.begin(), it->second.end());
-      }
+      const auto args = nodeArgs(i, peers, i == wrongSecretNode ? wrong : secret_,
+                                 nodeRam_.count(i) ? nodeRam_[i] : ramBytes, extra);
       // TEST-ONLY fault hook for one node: the daemon reads it at start.
       if (i == faultNode_) setenv("EPOCHFS_FAULT_PEER_FLIP", faultSpec_.c_str(), 1);
       auto srcIt = nodeSource_.find(i);
@@ -150,6 +140,22 @@ class ClusterMountTest : public MountTest {
     }
     if (wrongSecretNode >= 0) return true;
     return everyNodeSeesLive(n, std::chrono::seconds(15));
+  }
+
+  // Node i's options: the members, its listen address, the secret file, its
+  // RAM tier, its log, then `extra` and nodeExtra_[i].
+  std::vector<std::string> nodeArgs(int i, const std::string& peers, const std::string& secret,
+                                    uint64_t ramBytes, const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {
+        "--peers",           peers,  "--listen",    "127.0.0.1:" + std::to_string(ports_[i]),
+        "--secret-file",     secret, "--ram-cache", std::to_string(ramBytes),
+        "--log-level",       "info", "--log-file",  root_ + "/log" + std::to_string(i),
+        "--prefetch-window", "0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    if (auto it = nodeExtra_.find(i); it != nodeExtra_.end()) {
+      args.insert(args.end(), it->second.begin(), it->second.end());
+    }
+    return args;
   }
 
   // Waits until every mount sees `n` members live; false (and a failure

@@ -98,21 +98,10 @@ class NamespaceExchangeTest : public ClusterMountTest {
       const std::string mnt = root_ + "/mnt" + std::to_string(i);
       mkdirs(mnt);
       mnts_.push_back(mnt);
-      std::vector<std::string> args = {"--peers",       peers,
-                                       "--listen",      "127.0.0.1:" + std::to_string(ports_[i]),
-                                       "--secret-file", secret_,
-                                       "--ram-cache",   std::to_string(ramBytes),
-                                       "--log-level",   "info",
-                                       "--log-file",    root_ + "/log" + std::to_string(i),
-                                       "--prefetch-window", "0",
-                                       // One machine: each member its own daemon, started
-                                       // at once (not one after the other, as the
-                                       // mounts of one dataset on one node are).
-                                       "--own-daemon"};
-      args.insert(args.end(), extra.begin(), extra.end());
-      if (auto it = nodeExtra_.find(i); it != nodeExtra_.end()) {
-        args.insert(args.end(), it->second.begin(), it->second.end());
-      }
+      // One machine: each member its own daemon, started at once (not one
+      // after the other, as the mounts of one dataset on one node are).
+      auto args = nodeArgs(i, peers, secret_, ramBytes, extra);
+      args.push_back("--own-daemon");
       starts.emplace_back([this, i, mnt, args, &results] {
         results[static_cast<size_t>(i)] = mountAt(src_, mnt, args, 120);
       });
@@ -122,7 +111,6 @@ class NamespaceExchangeTest : public ClusterMountTest {
   }
 
   nlohmann::json dataset(size_t node) { return admin("status", mnts_[node])["dataset"]; }
-
 };
 
 // Fan-out 2 over 4 members: node 0 walks, nodes 1 and 2 receive from it, node
@@ -182,8 +170,8 @@ TEST_F(NamespaceExchangeTest, WalkerKilledMidWalkTheNextMemberWalks) {
   EXPECT_NE(results[0].exitCode, 0) << "node 0 mounted before it was killed";
   for (size_t i = 1; i < n; ++i) ASSERT_EQ(results[i].exitCode, 0) << i << results[i].describe();
   const uint64_t dirOpens = opens.take();
-  std::printf("directory opens: %llu (one walk: %zu)\n",
-              static_cast<unsigned long long>(dirOpens), dirs.size());
+  std::printf("directory opens: %llu (one walk: %zu)\n", static_cast<unsigned long long>(dirOpens),
+              dirs.size());
   EXPECT_LE(dirOpens, 2 * dirs.size());
 
   const auto d1 = dataset(1);

@@ -127,13 +127,10 @@ std::vector<Outcome> obtainAll(
   for (uint32_t i : members) {
     threads.emplace_back([&, i] {
       auto& x = *fabric.exchanges[i];
-      out[i].ns = x.obtain([&, i](std::atomic<uint64_t>* p) { return walk(i, p); },
-                           [](const DatasetNamespace& ns) {
-                             return NamespaceHandover::publish(ns, nullptr);
-                           },
-                           [](int fd, const std::string& fp) {
-                             return NamespaceHandover::adopt(fd, fp, nullptr);
-                           });
+      out[i].ns = x.obtain(
+          [&, i](std::atomic<uint64_t>* p) { return walk(i, p); },
+          [](const DatasetNamespace& ns) { return NamespaceHandover::publish(ns, nullptr); },
+          [](int fd, const std::string& fp) { return NamespaceHandover::adopt(fd, fp, nullptr); });
       out[i].origin = x.origin();
     });
   }
@@ -144,15 +141,14 @@ std::vector<Outcome> obtainAll(
 TEST(NamespaceExchangeTest, OneWalkTheTreeRelaysPiecesAndEveryMemberGetsTheSameNamespace) {
   Fabric fabric(7, fastOptions());
   std::atomic<int> walks{0};
-  auto out = obtainAll(
-      fabric,
-      [&](uint32_t, std::atomic<uint64_t>* progress) {
-        walks++;
-        progress->store(10);
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        return Result<DatasetNamespace>(makeNamespace(0));
-      },
-      {0, 1, 2, 3, 4, 5, 6});
+  auto out = obtainAll(fabric,
+                       [&](uint32_t, std::atomic<uint64_t>* progress) {
+                         walks++;
+                         progress->store(10);
+                         std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                         return Result<DatasetNamespace>(makeNamespace(0));
+                       },
+                       {0, 1, 2, 3, 4, 5, 6});
   EXPECT_EQ(walks.load(), 1);
   // Fan-out 2: 1,2 <- 0; 3,4 <- 1; 5,6 <- 2.
   const std::vector<uint32_t> parent = {0, 0, 0, 1, 1, 2, 2};
@@ -189,7 +185,8 @@ TEST(NamespaceExchangeTest, AWalkThatStandsStillIsReplacedAfterTheBound) {
   std::thread hung([&] { obtainAll(fabric, walk, {0}); });
   const auto t0 = std::chrono::steady_clock::now();
   auto out = obtainAll(fabric, walk, {1, 2, 3});
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   release = true;
   hung.join();
   EXPECT_EQ(walks.load(), 2);
@@ -211,13 +208,12 @@ TEST(NamespaceExchangeTest, AnImageThatFailsItsChecksIsNeverUsed) {
   Fabric fabric(3, fastOptions());
   fabric.flipPieceOf = 0;
   std::atomic<int> walks{0};
-  auto out = obtainAll(
-      fabric,
-      [&](uint32_t i, std::atomic<uint64_t>*) -> Result<DatasetNamespace> {
-        walks++;
-        return makeNamespace(static_cast<int>(i));
-      },
-      {0, 1, 2});
+  auto out = obtainAll(fabric,
+                       [&](uint32_t i, std::atomic<uint64_t>*) -> Result<DatasetNamespace> {
+                         walks++;
+                         return makeNamespace(static_cast<int>(i));
+                       },
+                       {0, 1, 2});
   EXPECT_EQ(walks.load(), 2);
   ASSERT_TRUE(out[1].ns.isOk() && out[2].ns.isOk());
   EXPECT_TRUE(out[1].origin.walked);
@@ -250,7 +246,8 @@ TEST(NamespaceExchangeTest, AParentThatWentDownIsSkippedAtOnce) {
   });
   const auto t0 = std::chrono::steady_clock::now();
   auto out = obtainAll(fabric, walk, {1, 2});
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   killer.join();
   zero.join();
   EXPECT_LT(waited, 10.0);  // not the 60 s bound

@@ -138,6 +138,9 @@ class Daemon {
   bool namespaceChanged_ = false;
   std::string namespaceSource_;
   std::mutex publishMu_;  // one publishNamespace() (and keepNamespace()) at a time
+  // A refresh changed the namespace since the mount (publishNamespace encodes
+  // it again instead of handing over exchange_'s image).
+  std::atomic<bool> refreshedSinceStart_{false};
   // A directory source with --cache-dir: the namespace kept beside the disk
   // tier (null otherwise). A namespace loaded from it (not clustered, not a
   // restart) may predate the mount: each mount checks an entry against the

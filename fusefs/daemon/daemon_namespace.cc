@@ -143,6 +143,15 @@ void Daemon::keepNamespace() {
 void Daemon::publishNamespace() {
   if (!supervision_ || !supervision_->sendNamespace || !namespace_) return;
   std::lock_guard<std::mutex> lock(publishMu_);
+  // Until a refresh changes it, the namespace is the image the exchange holds
+  // (walked here or received): handed over as it is, not encoded twice.
+  if (exchange_ && !refreshedSinceStart_) {
+    if (const int held = exchange_->sealedImage(); held >= 0) {
+      supervision_->sendNamespace(held);
+      close(held);
+      return;
+    }
+  }
   auto fd = NamespaceHandover::publish(*namespace_, s3_.get());
   if (!fd.isOk()) {
     spdlog::warn("cannot hand the namespace to the supervisor: {}", fd.status().message());
@@ -153,6 +162,7 @@ void Daemon::publishNamespace() {
 }
 
 void Daemon::namespaceRefreshed(const RefreshReport& r) {
+  refreshedSinceStart_ = true;
   if (fileIndex_) fileIndex_->catchUp();  // files a refresh added
   // Every mount's kernel holds its own entries and pages.
   mounts_->forEach([&](uint32_t, const std::string&, FuseServer& f) {

@@ -230,8 +230,11 @@ Result<DatasetNamespace> NamespaceExchange::receive(uint32_t parent, Manifest m,
   uint64_t have = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // A prefix held from this parent is kept (its relays' children read on);
+    // from another, it starts over (another sender's bytes may differ).
     if (fd_ < 0 || state_ != Manifest::kHolding || fingerprint_ != m.fingerprint ||
-        imageBytes_ != m.imageBytes || options_.pieceBytes != m.pieceBytes) {
+        imageBytes_ != m.imageBytes || options_.pieceBytes != m.pieceBytes ||
+        imageFrom_ != parent) {
       if (m.pieceBytes != options_.pieceBytes) {
         return Status::invalidArgument(
             fmt::format("its pieces are {} bytes, this member's {} (--chunk-size differs)",
@@ -244,6 +247,7 @@ Result<DatasetNamespace> NamespaceExchange::receive(uint32_t parent, Manifest m,
       walker_ = m.walker;
       imageBytes_ = m.imageBytes;
       fingerprint_ = m.fingerprint;
+      imageFrom_ = parent;
     }
     have = haveBytes_;
   }
@@ -283,6 +287,7 @@ Result<DatasetNamespace> NamespaceExchange::receive(uint32_t parent, Manifest m,
         errno != EPERM) {  // EPERM: sealed already (a second try over the same copy)
       return Status::fromErrno(errno, "seal namespace image");
     }
+    sealed_ = true;
     copy = fcntl(fd_, F_DUPFD_CLOEXEC, 0);
     if (copy < 0) return Status::fromErrno(errno, "dup namespace image");
   }
@@ -338,6 +343,8 @@ Status NamespaceExchange::hold(const DatasetNamespace& ns, const Publish& publis
   if (walker_ == UINT32_MAX) walker_ = self_;
   imageBytes_ = haveBytes_ = static_cast<uint64_t>(st.st_size);
   fingerprint_ = ns.fingerprint();
+  imageFrom_ = self_;
+  sealed_ = true;  // publish() seals it
   origin_.imageBytes = imageBytes_;
   return Status::ok();
 }
@@ -347,6 +354,14 @@ void NamespaceExchange::resetImage() {  // mu_ held
   fd_ = -1;
   state_ = Manifest::kWaiting;
   imageBytes_ = haveBytes_ = fingerprint_ = 0;
+  imageFrom_ = UINT32_MAX;
+  sealed_ = false;
+}
+
+int NamespaceExchange::sealedImage() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!sealed_ || fd_ < 0) return -1;
+  return fcntl(fd_, F_DUPFD_CLOEXEC, 0);
 }
 
 NamespaceExchange::Origin NamespaceExchange::origin() const {

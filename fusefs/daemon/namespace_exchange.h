@@ -89,6 +89,9 @@ class NamespaceExchange {
   // Chunk `index` of kFileId for a peer.
   cache::Result<cache::ChunkRef> serve(const cache::FileIdentity& id, uint32_t index) const;
   Origin origin() const;
+  // A descriptor of the whole image held (sealed), for the supervisor's
+  // hand-over without a second copy; -1 while there is none.
+  int sealedImage() const;
 
  private:
   // The member this one waits on now, or selfId when it is to walk.
@@ -120,6 +123,8 @@ class NamespaceExchange {
   uint32_t walker_ = UINT32_MAX;
   uint64_t progress_ = 0;  // the walker's, as last relayed
   uint64_t imageBytes_ = 0, haveBytes_ = 0, fingerprint_ = 0;
+  uint32_t imageFrom_ = UINT32_MAX;  // the member the image (or its prefix) came from
+  bool sealed_ = false;              // fd_ holds the whole image and is sealed
 };
 
 }  // namespace epochfs::fusefs

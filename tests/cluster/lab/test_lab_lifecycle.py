@@ -82,6 +82,12 @@ class LabLifecycleTest(unittest.TestCase):
         st = self.up("--node-cpus", "1.5", "--source-bw", "50M", "--", "--ram-cache", "50%")
         self.assertEqual(st["source"], os.path.join(self.dir, "source"))
         self.assertEqual(len(st["nodes"]), 4)
+        # One walk for the job (counted with inotify on the source): each directory once,
+        # and each other member's open of the root.
+        start = st["start"]
+        self.assertGreater(start["source_dirs"], 5)
+        self.assertGreaterEqual(start["source_dir_opens"], start["source_dirs"])
+        self.assertLessEqual(start["source_dir_opens"], start["source_dirs"] + 3, start)
         for i, n in enumerate(st["nodes"]):
             self.assertEqual(n["name"], "node%d" % i)
             self.assertEqual(n["address"], "10.99.0.%d" % (11 + i))

@@ -18,6 +18,7 @@ from epochfs import admin
 from . import cgroup as lab_cgroup, net as lab_net, node as lab_node, object_store as lab_object_store, \
     slurm as lab_slurm, source as lab_source
 from epochfs_bench.bench_env import is_mounted
+from .dir_opens import DirOpenCounter
 from .down import down
 from .state import LabState
 from .util import REPO, LabError, log, rate_text, read_text, run
@@ -190,13 +191,23 @@ class Lab:
         for i in range(cfg["nodes"]):
             self.nodes.append(self._make_node(i, cg))
             self.state.save()
-        if cfg.get("slurm"):
-            lab_slurm.start(self, options, wait_s)
-        else:
-            for node in self.nodes:
-                log("starting epochfs on %s (%s)" % (node["name"], node["address"]))
-                lab_node.start_daemon(self.doc, node, self.epochfs, options)
-            self.wait_cluster(wait_s)
+        # The source's directory opens while the cluster starts (one walk per job).
+        opens = None if cfg.get("s3") else DirOpenCounter(self.doc["source"]["path"])
+        try:
+            if cfg.get("slurm"):
+                lab_slurm.start(self, options, wait_s)
+            else:
+                for node in self.nodes:
+                    log("starting epochfs on %s (%s)" % (node["name"], node["address"]))
+                    lab_node.start_daemon(self.doc, node, self.epochfs, options)
+                self.wait_cluster(wait_s)
+            if opens:
+                self.doc["start"] = {"source_dirs": opens.dirs, "source_dir_opens": opens.take()}
+                log("start: the source's %d directories were opened %d times"
+                    % (opens.dirs, self.doc["start"]["source_dir_opens"]))
+        finally:
+            if opens:
+                opens.close()
         self.doc["complete"] = True
         self.state.save()
 
@@ -305,7 +316,7 @@ class Lab:
                 "source_device": src.get("device"), "source_bytes": src.get("bytes"),
                 "source_files": src.get("files"), "epochfs": cfg.get("epochfs"),
                 "options": cfg.get("options", []), "slurm": self.doc.get("slurm"),
-                "store": self.doc.get("store"), "nodes": nodes}
+                "store": self.doc.get("store"), "start": self.doc.get("start"), "nodes": nodes}
 
 
 def dumps(obj):

@@ -54,7 +54,8 @@ std::vector<FileBytes> inRingOrder(const std::vector<FileBytes>& files) {
 
 PlacementTable PlacementTable::build(const std::vector<FileBytes>& files,
                                      const std::vector<Candidate>& live,
-                                     const std::vector<uint64_t>& capacityBytes, unsigned k) {
+                                     const std::vector<uint64_t>& capacityBytes, unsigned k,
+                                     double countBand) {
   PlacementTable t;
   const size_t n = live.size();
   t.k_ = static_cast<unsigned>(std::min<size_t>(k, n));
@@ -77,7 +78,7 @@ PlacementTable PlacementTable::build(const std::vector<FileBytes>& files,
 
   PlacementAssigner assigner(order, live, std::move(limit), t.k_, t.fits_);
   assigner.assign();
-  if (t.fits_) assigner.balanceCounts(capacityBytes, kCountBand);
+  if (t.fits_) assigner.balanceCounts(capacityBytes, countBand);
 
   t.ids_.reserve(order.size());
   for (const FileBytes& f : order) t.ids_.push_back(f.fileId);

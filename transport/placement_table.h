@@ -60,9 +60,12 @@ class PlacementTable {
   // Assigns `files` to `k` owners each among `live`. `capacityBytes[i]` is
   // live[i]'s cache in bytes (0 if unknown: then the best candidates, with
   // the candidates' weights). A file id listed twice counts once.
+  // `countBand`: kCountBand but for placement-bench's trade-off of the band
+  // against a leave's churn.
   static PlacementTable build(const std::vector<FileBytes>& files,
                               const std::vector<Candidate>& live,
-                              const std::vector<uint64_t>& capacityBytes, unsigned k);
+                              const std::vector<uint64_t>& capacityBytes, unsigned k,
+                              double countBand = kCountBand);
 
   PlacementTable() = default;
 

@@ -8,10 +8,11 @@
 //   {"files":F,"nodes":N,"ms":median wall,"cpu_ms":median CPU,"min_ms":m,"max_ms":M,
 //    "peak_mb":the build's peak RSS growth,"min_files":a,"max_files":b,
 //    "count_spread":max |count - share| / share,"max_fill":most bytes / capacity,
-//    "leave_ratio":x}
+//    "count_band":--count-band,"leave_ratio":x,"leave_ratio_max":y}
 // leave_ratio: the files whose owner changes when one node leaves (the
 // others keep their capacities), its own included, over the files it owned
-// (1.0: only its own move). --no-leave skips that second build.
+// (1.0: only its own move), the mean over --leavers nodes leaving one at a
+// time (0: no second build).
 //
 //   placement-bench [--files 10000,1000000] [--nodes 4,64,1024] [--repeats 3] [--no-leave]
 #include <CLI/CLI.hpp>
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
   std::vector<int> fileCounts = {10000, 1000000}, nodeCounts = {4, 64, 1024};
   int repeats = 3;
   int leavers = 3;
+  double countBand = PlacementTable::kCountBand;
   CLI::App app{"placement-bench: cost and outcome of PlacementTable::build", "placement-bench"};
   app.add_option("--files", fileCounts, "File counts")->delimiter(',');
   app.add_option("--nodes", nodeCounts, "Node counts")->delimiter(',')->check(CLI::Range(2, 65536));
@@ -68,6 +70,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100));
   app.add_option("--leavers", leavers, "Nodes that leave, one at a time (0: none)")
       ->check(CLI::Range(0, 64));
+  app.add_option("--count-band", countBand,
+                 "Each node's file count within this fraction of its share (default 0.02; "
+                 "wider: a leave moves fewer files)")
+      ->check(CLI::Range(0.0, 100.0));
   CLI11_PARSE(app, argc, argv);
   for (int files : fileCounts) {
     std::mt19937_64 rng(1);
@@ -95,7 +101,7 @@ int main(int argc, char** argv) {
         const double rssBefore = statusMb("VmRSS:");
         const double c0 = cpuMs();
         const auto t0 = std::chrono::steady_clock::now();
-        all = PlacementTable::build(f, live, caps, 1);
+        all = PlacementTable::build(f, live, caps, 1, countBand);
         ms.push_back(
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count());
@@ -121,7 +127,7 @@ int main(int argc, char** argv) {
         fewer.erase(fewer.begin() + static_cast<long>(gone));
         auto fewerCaps = caps;
         fewerCaps.erase(fewerCaps.begin() + static_cast<long>(gone));
-        const auto after = PlacementTable::build(f, fewer, fewerCaps, 1);
+        const auto after = PlacementTable::build(f, fewer, fewerCaps, 1, countBand);
         int moved = 0;
         for (const auto& x : f) moved += after.ownersOf(x.fileId)[0] != all.ownersOf(x.fileId)[0];
         ratios.push_back(static_cast<double>(moved) / owned[gone]);
@@ -132,11 +138,12 @@ int main(int argc, char** argv) {
       std::printf(
           "{\"files\":%d,\"nodes\":%d,\"ms\":%.1f,\"cpu_ms\":%.1f,\"min_ms\":%.1f,\"max_ms\":%.1f,"
           "\"peak_mb\":%.0f,\"min_files\":%d,\"max_files\":%d,\"count_spread\":%.4f,"
-          "\"max_fill\":%.3f,\"leave_ratio\":%.3f,\"leave_ratio_max\":%.3f}\n",
+          "\"max_fill\":%.3f,\"count_band\":%.3f,\"leave_ratio\":%.3f,\"leave_ratio_max\":%.3f}\n",
           files, nodes, median(ms), median(cpu), *std::min_element(ms.begin(), ms.end()),
           *std::max_element(ms.begin(), ms.end()), peakMb,
           *std::min_element(owned.begin(), owned.end()),
-          *std::max_element(owned.begin(), owned.end()), spread, fill, leaveMean, leaveMax);
+          *std::max_element(owned.begin(), owned.end()), spread, fill, countBand, leaveMean,
+          leaveMax);
       std::fflush(stdout);
     }
   }

@@ -95,7 +95,7 @@ NamespaceExchange::Manifest NamespaceExchange::manifestNow() const {
 Result<cache::ChunkRef> NamespaceExchange::serve(const cache::FileIdentity& id,
                                                  uint32_t index) const {
   const auto key = cache::ChunkKey::make(0, kFileId, index);
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   if (index == 0) {
     const Manifest m = manifestNow();
     return cache::makeChunk(key, id, cache::ChunkBuffer::copyOf(&m, sizeof m));
@@ -132,7 +132,7 @@ void NamespaceExchange::countOut(uint32_t member, const char* why) {
   if (member >= members_ || member == self_ || out_[member]) return;
   out_[member] = true;
   spdlog::warn("namespace: member {} counted out ({}); the tree is recomputed", member, why);
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   origin_.countedOut.push_back(member);
 }
 
@@ -188,7 +188,7 @@ Result<DatasetNamespace> NamespaceExchange::obtain(const Walk& walk, const Publi
     if (m->state == Manifest::kHolding) {
       auto ns = receive(parent, *m, adopt);
       if (ns.isOk()) {
-        std::lock_guard<std::mutex> lock(mu_);
+        cache::MutexLock lock(mu_);
         origin_.parent = parent;
         origin_.walker = m->walker;
         origin_.imageBytes = m->imageBytes;
@@ -204,7 +204,7 @@ Result<DatasetNamespace> NamespaceExchange::obtain(const Walk& walk, const Publi
     }
     // Waiting on a walk: relay its progress to this member's children.
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      cache::MutexLock lock(mu_);
       walker_ = m->walker;
       progress_ = m->progress;
     }
@@ -229,7 +229,7 @@ Result<DatasetNamespace> NamespaceExchange::receive(uint32_t parent, Manifest m,
                                                     const Adopt& adopt) {
   uint64_t have = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    cache::MutexLock lock(mu_);
     // A prefix held from this parent is kept (its relays' children read on);
     // from another, it starts over (another sender's bytes may differ).
     if (fd_ < 0 || state_ != Manifest::kHolding || fingerprint_ != m.fingerprint ||
@@ -274,7 +274,7 @@ Result<DatasetNamespace> NamespaceExchange::receive(uint32_t parent, Manifest m,
     if (!piece.isOk()) return piece.status();
     const auto& data = (*piece)->data;
     if (data.size() != end - have) return Status::corruption("a piece of the wrong length");
-    std::lock_guard<std::mutex> lock(mu_);
+    cache::MutexLock lock(mu_);
     Status s = fullIo(true, fd_, const_cast<char*>(data.data()), data.size(), have);
     if (!s.isOk()) return s;
     have = haveBytes_ = end;
@@ -282,7 +282,7 @@ Result<DatasetNamespace> NamespaceExchange::receive(uint32_t parent, Manifest m,
   }
   int copy = -1;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    cache::MutexLock lock(mu_);
     if (fcntl(fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0 &&
         errno != EPERM) {  // EPERM: sealed already (a second try over the same copy)
       return Status::fromErrno(errno, "seal namespace image");
@@ -293,7 +293,7 @@ Result<DatasetNamespace> NamespaceExchange::receive(uint32_t parent, Manifest m,
   }
   auto ns = adopt(copy, fmt::format("{:016x}", m.fingerprint));
   if (!ns.isOk()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    cache::MutexLock lock(mu_);
     resetImage();
     return Status::corruption("member " + std::to_string(parent) +
                               "'s image: " + ns.status().message());
@@ -304,7 +304,7 @@ Result<DatasetNamespace> NamespaceExchange::receive(uint32_t parent, Manifest m,
 Result<DatasetNamespace> NamespaceExchange::walkHere(const Walk& walk, const Publish& publish) {
   const auto start = Clock::now();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    cache::MutexLock lock(mu_);
     resetImage();
     state_ = Manifest::kWalking;
     walker_ = self_;
@@ -312,7 +312,7 @@ Result<DatasetNamespace> NamespaceExchange::walkHere(const Walk& walk, const Pub
   spdlog::info("namespace: this member walks the source for the job");
   auto ns = walk(&walkProgress_);
   if (!ns.isOk()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    cache::MutexLock lock(mu_);
     state_ = Manifest::kWaiting;
     return ns.status();
   }
@@ -320,7 +320,7 @@ Result<DatasetNamespace> NamespaceExchange::walkHere(const Walk& walk, const Pub
     spdlog::warn("namespace: cannot serve it to the other members ({}); they will walk",
                  s.message());
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   origin_.walked = true;
   origin_.parent = origin_.walker = self_;
   origin_.waitedSeconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -336,7 +336,7 @@ Status NamespaceExchange::hold(const DatasetNamespace& ns, const Publish& publis
     close(*fd);
     return Status::fromErrno(err, "stat namespace image");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   resetImage();
   fd_ = *fd;
   state_ = Manifest::kHolding;
@@ -349,7 +349,7 @@ Status NamespaceExchange::hold(const DatasetNamespace& ns, const Publish& publis
   return Status::ok();
 }
 
-void NamespaceExchange::resetImage() {  // mu_ held
+void NamespaceExchange::resetImage() {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
   state_ = Manifest::kWaiting;
@@ -359,13 +359,13 @@ void NamespaceExchange::resetImage() {  // mu_ held
 }
 
 int NamespaceExchange::sealedImage() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   if (!sealed_ || fd_ < 0) return -1;
   return fcntl(fd_, F_DUPFD_CLOEXEC, 0);
 }
 
 NamespaceExchange::Origin NamespaceExchange::origin() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   return origin_;
 }
 

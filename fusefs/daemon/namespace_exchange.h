@@ -28,11 +28,11 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "cache/chunk.h"
+#include "cache/mutex.h"
 #include "cache/status.h"
 #include "fusefs/dataset_namespace.h"
 #include "transport/cluster.h"
@@ -96,7 +96,7 @@ class NamespaceExchange {
  private:
   // The member this one waits on now, or selfId when it is to walk.
   uint32_t parentNow() const;
-  void countOut(uint32_t member, const char* why);
+  void countOut(uint32_t member, const char* why) EXCLUDES(mu_);
   // Peer states now, by member id ("up", "down", ...).
   std::vector<std::string> peerStates() const;
   cache::Result<Manifest> askManifest(uint32_t parent);
@@ -104,9 +104,8 @@ class NamespaceExchange {
   // caller back to choosing a parent.
   cache::Result<DatasetNamespace> receive(uint32_t parent, Manifest m, const Adopt& adopt);
   cache::Result<DatasetNamespace> walkHere(const Walk& walk, const Publish& publish);
-  cache::Status holdImage(int fd);
-  void resetImage();
-  Manifest manifestNow() const;
+  void resetImage() REQUIRES(mu_);
+  Manifest manifestNow() const REQUIRES(mu_);
 
   transport::Cluster& cluster_;
   const Options options_;
@@ -114,17 +113,20 @@ class NamespaceExchange {
   const size_t members_;
   std::vector<bool> out_;     // counted out (start thread)
   std::vector<bool> seenUp_;  // was up at some poll (start thread)
-  Origin origin_;             // guarded by mu_
   std::atomic<uint64_t> walkProgress_{0};
 
-  mutable std::mutex mu_;  // guards what serve() reads below
-  int fd_ = -1;            // the image: a memfd, written as it arrives
-  uint8_t state_ = 0;      // Manifest::State
-  uint32_t walker_ = UINT32_MAX;
-  uint64_t progress_ = 0;  // the walker's, as last relayed
-  uint64_t imageBytes_ = 0, haveBytes_ = 0, fingerprint_ = 0;
-  uint32_t imageFrom_ = UINT32_MAX;  // the member the image (or its prefix) came from
-  bool sealed_ = false;              // fd_ holds the whole image and is sealed
+  mutable cache::Mutex mu_;  // what serve() and origin() read
+  Origin origin_ GUARDED_BY(mu_);
+  int fd_ GUARDED_BY(mu_) = -1;        // the image: a memfd, written as it arrives
+  uint8_t state_ GUARDED_BY(mu_) = 0;  // Manifest::State
+  uint32_t walker_ GUARDED_BY(mu_) = UINT32_MAX;
+  uint64_t progress_ GUARDED_BY(mu_) = 0;  // the walker's, as last relayed
+  uint64_t imageBytes_ GUARDED_BY(mu_) = 0;
+  uint64_t haveBytes_ GUARDED_BY(mu_) = 0;
+  uint64_t fingerprint_ GUARDED_BY(mu_) = 0;
+  // The member the image (or its prefix) came from.
+  uint32_t imageFrom_ GUARDED_BY(mu_) = UINT32_MAX;
+  bool sealed_ GUARDED_BY(mu_) = false;  // fd_ holds the whole image and is sealed
 };
 
 }  // namespace epochfs::fusefs

@@ -1,6 +1,7 @@
 // Daemon: where the namespace comes from (a walk, a listing, or the
 // supervisor's hand-over) and where it goes after a refresh (the file index,
 // the kernel's caches, the supervisor). daemon.h says the threading.
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -74,17 +75,18 @@ void Daemon::namespaceLoaded() {
 cache::Result<DatasetNamespace> Daemon::loadNamespace() {
   if (supervision_ && supervision_->namespaceFd >= 0) {
     const int fd = std::exchange(supervision_->namespaceFd, -1);
+    // The same sealed image serves members still to come (adopt closes fd).
+    const int kept = exchange_ ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
     auto ns = NamespaceHandover::adopt(fd, supervision_->expectedFingerprint, s3_.get());
     if (ns.isOk()) {
       namespaceSource_ = "handed over";
-      if (exchange_) {  // for members still to come
-        Status held = exchange_->hold(*ns, [this](const DatasetNamespace& n) {
-          return NamespaceHandover::publish(n, s3_.get());
-        });
+      if (kept >= 0) {
+        Status held = exchange_->holdSealed(kept, ns->fingerprint());
         if (!held.isOk()) spdlog::warn("cannot serve the namespace to peers: {}", held.message());
       }
       return ns;
     }
+    if (kept >= 0) close(kept);
     spdlog::warn("restart: the namespace handed over is not usable ({}); {} the source again",
                  ns.status().message(), s3_ ? "listing" : "walking");
   } else if (supervision_ && !supervision_->resume.empty()) {

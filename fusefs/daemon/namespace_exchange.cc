@@ -129,11 +129,25 @@ uint32_t NamespaceExchange::parentNow() const {
 }
 
 void NamespaceExchange::countOut(uint32_t member, const char* why) {
-  if (member >= members_ || member == self_ || out_[member]) return;
-  out_[member] = true;
-  spdlog::warn("namespace: member {} counted out ({}); the tree is recomputed", member, why);
+  countOut(std::vector<uint32_t>{member}, why);
+}
+
+void NamespaceExchange::countOut(const std::vector<uint32_t>& members, const char* why) {
+  std::vector<uint32_t> now;
+  for (uint32_t m : members) {
+    if (m >= members_ || m == self_ || out_[m]) continue;
+    out_[m] = true;
+    now.push_back(m);
+  }
+  if (now.empty()) return;
+  if (now.size() == 1) {
+    spdlog::warn("namespace: member {} counted out ({}); the tree is recomputed", now[0], why);
+  } else {
+    spdlog::warn("namespace: {} members counted out ({}), {} to {}; the tree is recomputed",
+                 now.size(), why, now.front(), now.back());
+  }
   cache::MutexLock lock(mu_);
-  origin_.countedOut.push_back(member);
+  origin_.countedOut.insert(origin_.countedOut.end(), now.begin(), now.end());
 }
 
 Result<NamespaceExchange::Manifest> NamespaceExchange::askManifest(uint32_t parent) {
@@ -171,6 +185,19 @@ Result<DatasetNamespace> NamespaceExchange::obtain(const Walk& walk, const Publi
     const auto states = peerStates();
     for (uint32_t i = 0; i < members_; ++i) seenUp_[i] = seenUp_[i] || states[i] == "up";
     const auto now = Clock::now();
+    if (now - start > options_.stallBound) {
+      // Members below this one that never came up within the bound: all
+      // counted out at once (not one bound each: a member started alone
+      // walks after one bound, not after one per member below it).
+      std::vector<uint32_t> never;
+      for (uint32_t i = 0; i < self_; ++i) {
+        if (!seenUp_[i] && !out_[i] && states[i] != "up") never.push_back(i);
+      }
+      if (!never.empty()) {
+        countOut(never, "not up within the bound");
+        continue;
+      }
+    }
     if (!m.isOk()) {
       if (states[parent] == "refused") {
         countOut(parent, "the handshake with it failed (another secret?)");
@@ -330,19 +357,23 @@ Result<DatasetNamespace> NamespaceExchange::walkHere(const Walk& walk, const Pub
 Status NamespaceExchange::hold(const DatasetNamespace& ns, const Publish& publish) {
   auto fd = publish(ns);
   if (!fd.isOk()) return fd.status();
+  return holdSealed(*fd, ns.fingerprint());
+}
+
+Status NamespaceExchange::holdSealed(int fd, uint64_t fingerprint) {
   struct stat st;
-  if (fstat(*fd, &st) != 0) {
+  if (fstat(fd, &st) != 0) {
     const int err = errno;
-    close(*fd);
+    close(fd);
     return Status::fromErrno(err, "stat namespace image");
   }
   cache::MutexLock lock(mu_);
   resetImage();
-  fd_ = *fd;
+  fd_ = fd;
   state_ = Manifest::kHolding;
   if (walker_ == UINT32_MAX) walker_ = self_;
   imageBytes_ = haveBytes_ = static_cast<uint64_t>(st.st_size);
-  fingerprint_ = ns.fingerprint();
+  fingerprint_ = fingerprint;
   imageFrom_ = self_;
   sealed_ = true;  // publish() seals it
   origin_.imageBytes = imageBytes_;

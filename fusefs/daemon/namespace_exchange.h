@@ -13,9 +13,10 @@
 //
 // Succession: a member counts out (i) its parent, or the walker a manifest
 // names, once that member was up and is not any more (a crash), (ii) a parent
-// that refused the handshake (another job's secret), (iii) a parent that has
-// never answered for `stallBound`, (iv) a walker whose progress has stood
-// still for `stallBound`, (v) a parent whose image failed its checks. It then recomputes the tree;
+// that refused the handshake (another job's secret), (iii) every member below
+// it never up within `stallBound` of its start, at once, (iv) a parent up but
+// not answering for `stallBound`, (v) a walker whose progress has stood still
+// for `stallBound`, (vi) a parent whose image failed its checks. It then recomputes the tree;
 // when it is the lowest member left, it walks. A parent always has a lower id than its child,
 // whatever each one has counted out, so no two members wait on each other. A received image is
 // decoded, its checksum checked and its fingerprint compared with the manifest's before use.
@@ -86,6 +87,9 @@ class NamespaceExchange {
   // Serves `ns` to the tree from now on (a namespace got another way: the
   // supervisor's hand-over).
   cache::Status hold(const DatasetNamespace& ns, const Publish& publish);
+  // The same for an image already in sealed memfd `fd` (owned from here),
+  // of the namespace whose fingerprint is `fingerprint`.
+  cache::Status holdSealed(int fd, uint64_t fingerprint);
   // Chunk `index` of kFileId for a peer.
   cache::Result<cache::ChunkRef> serve(const cache::FileIdentity& id, uint32_t index) const;
   Origin origin() const;
@@ -97,6 +101,7 @@ class NamespaceExchange {
   // The member this one waits on now, or selfId when it is to walk.
   uint32_t parentNow() const;
   void countOut(uint32_t member, const char* why) EXCLUDES(mu_);
+  void countOut(const std::vector<uint32_t>& members, const char* why) EXCLUDES(mu_);
   // Peer states now, by member id ("up", "down", ...).
   std::vector<std::string> peerStates() const;
   cache::Result<Manifest> askManifest(uint32_t parent);

@@ -256,5 +256,24 @@ TEST(NamespaceExchangeTest, AParentThatWentDownIsSkippedAtOnce) {
   EXPECT_EQ(out[2].origin.parent, 1u);
 }
 
+// The members below never come up (a member started alone): all are counted
+// out together after one bound, and it walks, instead of one bound each.
+TEST(NamespaceExchangeTest, AMemberAloneWalksAfterOneBound) {
+  Fabric fabric(6, fastOptions());
+  for (uint32_t i = 0; i < 5; ++i) fabric.down[i] = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto out = obtainAll(
+      fabric,
+      [&](uint32_t, std::atomic<uint64_t>*) { return Result<DatasetNamespace>(makeNamespace(5)); },
+      {5});
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(out[5].ns.isOk());
+  EXPECT_TRUE(out[5].origin.walked);
+  EXPECT_EQ(out[5].origin.countedOut, (std::vector<uint32_t>{0, 1, 2, 3, 4}));
+  EXPECT_GE(waited, 0.4);
+  EXPECT_LT(waited, 1.5);  // one bound (0.4 s), not five
+}
+
 }  // namespace
 }  // namespace epochfs::fusefs

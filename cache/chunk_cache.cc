@@ -71,7 +71,7 @@ Result<ChunkRef> ChunkCache::lookupOrFetch(const std::string& relPath, const Fil
   std::shared_ptr<InFlight> flight;
   bool leader = false;
   {
-    std::lock_guard<std::mutex> lock(inflightMu_);
+    MutexLock lock(inflightMu_);
     auto [it, inserted] = inflight_.try_emplace(key.hash);
     if (inserted) it->second = std::make_shared<InFlight>();
     flight = it->second;
@@ -80,8 +80,8 @@ Result<ChunkRef> ChunkCache::lookupOrFetch(const std::string& relPath, const Fil
   if (!leader) {
     stats_.coalesced.fetch_add(1, std::memory_order_relaxed);
     if (askPeers && ownedElsewhere(id.fileId)) tier = Tier::kPeer;  // waits on the network
-    std::unique_lock<std::mutex> lock(flight->mu);
-    flight->cv.wait(lock, [&] { return flight->done; });
+    MutexLock lock(flight->mu);
+    flight->cv.wait(flight->mu, [&]() REQUIRES(flight->mu) { return flight->done; });
     // The leader may have fetched another version of the file; only share
     // its result when the versions agree.
     if (flight->result.isOk() && !(flight->result.value()->identity == id)) {
@@ -97,13 +97,13 @@ Result<ChunkRef> ChunkCache::lookupOrFetch(const std::string& relPath, const Fil
   Result<ChunkRef> result =
       again ? Result<ChunkRef>(again) : fetch(relPath, id, key, askPeers, toStaging, &tier);
   {
-    std::lock_guard<std::mutex> lock(flight->mu);
+    MutexLock lock(flight->mu);
     flight->result = result;
     flight->done = true;
   }
-  flight->cv.notify_all();
+  flight->cv.notifyAll();
   {
-    std::lock_guard<std::mutex> lock(inflightMu_);
+    MutexLock lock(inflightMu_);
     inflight_.erase(key.hash);
   }
   return result;

@@ -8,10 +8,8 @@
 // tier. Thread-safe.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
@@ -19,6 +17,7 @@
 #include "cache/chunk.h"
 #include "cache/chunk_store.h"
 #include "cache/lease.h"
+#include "cache/mutex.h"
 #include "cache/peer_source.h"
 #include "cache/ram_tier.h"
 #include "cache/revocable.h"
@@ -83,7 +82,7 @@ class ChunkCache {
   CacheStats& stats() { return stats_; }
   // Distinct chunks being fetched now (coalescing leaders); 0 when idle.
   size_t inflightFetches() const {
-    std::lock_guard<std::mutex> lock(inflightMu_);
+    MutexLock lock(inflightMu_);
     return inflight_.size();
   }
   RamTier& ram() { return ram_; }
@@ -92,10 +91,10 @@ class ChunkCache {
 
  private:
   struct InFlight {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    Result<ChunkRef> result{Status::unavailable("pending")};
+    Mutex mu;
+    CondVar cv;
+    bool done GUARDED_BY(mu) = false;
+    Result<ChunkRef> result GUARDED_BY(mu){Status::unavailable("pending")};
   };
 
   Result<ChunkRef> lookupOrFetch(const std::string& relPath, const FileIdentity& id, uint32_t index,
@@ -114,8 +113,8 @@ class ChunkCache {
   ChunkStore* disk_;
   Revocable<PeerSource> peers_;
   CacheStats stats_;
-  mutable std::mutex inflightMu_;  // guards inflight_ only; never held during I/O
-  std::unordered_map<uint64_t, std::shared_ptr<InFlight>> inflight_;
+  mutable Mutex inflightMu_;  // never held during I/O
+  std::unordered_map<uint64_t, std::shared_ptr<InFlight>> inflight_ GUARDED_BY(inflightMu_);
 };
 
 }  // namespace epochfs::cache

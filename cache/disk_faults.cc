@@ -70,7 +70,7 @@ bool DiskFaults::parse(const std::string& text) {
 
 void DiskFaults::reloadIfChanged() {
   if (controlFile_.empty()) return;
-  std::lock_guard<std::mutex> lock(reloadMu_);
+  MutexLock lock(reloadMu_);
   const auto now = std::chrono::steady_clock::now();
   if (now - lastCheck_ < kReloadEvery) return;
   lastCheck_ = now;

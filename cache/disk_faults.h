@@ -20,9 +20,9 @@
 #include <cstdint>
 #include <ctime>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "cache/mutex.h"
 #include "cache/status.h"
 
 namespace epochfs::cache {
@@ -58,11 +58,11 @@ class DiskFaults {
   std::atomic<int64_t> stallMs_{0};
 
   const std::string controlFile_;  // "" when driven by set() only
-  std::mutex reloadMu_;            // guards the fields below
-  std::chrono::steady_clock::time_point lastCheck_{};
-  struct timespec lastMtime_ {};
-  int64_t lastSize_ = -1;
-  bool lastExisted_ = false;
+  Mutex reloadMu_;
+  std::chrono::steady_clock::time_point lastCheck_ GUARDED_BY(reloadMu_){};
+  struct timespec lastMtime_ GUARDED_BY(reloadMu_) {};
+  int64_t lastSize_ GUARDED_BY(reloadMu_) = -1;
+  bool lastExisted_ GUARDED_BY(reloadMu_) = false;
 };
 
 }  // namespace epochfs::cache

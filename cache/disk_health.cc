@@ -25,7 +25,7 @@ void DiskHealth::noteProbe(bool passed) {
 
 void DiskHealth::markUnhealthy(const std::string& why) {
   {
-    std::lock_guard<std::mutex> lock(lastErrorMu_);
+    MutexLock lock(lastErrorMu_);
     lastError_ = why;
   }
   if (healthy_.exchange(false, std::memory_order_relaxed)) {
@@ -52,7 +52,7 @@ DiskHealthStats DiskHealth::stats() const {
   s.unhealthyEvents = unhealthyEvents_.load(std::memory_order_relaxed);
   s.probes = probes_.load(std::memory_order_relaxed);
   s.probeFailures = probeFailures_.load(std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(lastErrorMu_);
+  MutexLock lock(lastErrorMu_);
   s.lastError = lastError_;
   return s;
 }

@@ -15,8 +15,9 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
+
+#include "cache/mutex.h"
 
 namespace epochfs::cache {
 
@@ -66,8 +67,8 @@ class DiskHealth {
   std::atomic<int> consecutiveReadErrors_{0}, consecutiveWriteErrors_{0};
   std::atomic<uint64_t> readErrors_{0}, writeErrors_{0}, timeouts_{0}, skipped_{0},
       unhealthyEvents_{0}, probes_{0}, probeFailures_{0};
-  mutable std::mutex lastErrorMu_;
-  std::string lastError_;  // guarded by lastErrorMu_
+  mutable Mutex lastErrorMu_;
+  std::string lastError_ GUARDED_BY(lastErrorMu_);
 };
 
 }  // namespace epochfs::cache

@@ -7,9 +7,9 @@ namespace epochfs::cache {
 namespace {
 
 struct Completion {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
+  Mutex mu;
+  CondVar cv;
+  bool done GUARDED_BY(mu) = false;
 };
 
 }  // namespace
@@ -21,10 +21,10 @@ DiskIoPool::DiskIoPool(int threads, size_t maxQueued) : maxQueued_(maxQueued) {
 
 DiskIoPool::~DiskIoPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.notifyAll();
   for (auto& t : threads_) t.join();
 }
 
@@ -32,8 +32,8 @@ void DiskIoPool::loop() {
   for (;;) {
     std::function<void()> job;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(mu_);
+      cv_.wait(mu_, [&]() REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping and drained
       job = std::move(queue_.front());
       queue_.pop_front();
@@ -45,20 +45,21 @@ void DiskIoPool::loop() {
 DiskIoPool::Outcome DiskIoPool::run(std::function<void()> job, std::chrono::milliseconds deadline) {
   auto completion = std::make_shared<Completion>();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_ || queue_.size() >= maxQueued_) return Outcome::kBusy;
     queue_.emplace_back([completion, job = std::move(job)] {
       job();
       {
-        std::lock_guard<std::mutex> l(completion->mu);
+        MutexLock l(completion->mu);
         completion->done = true;
       }
-      completion->cv.notify_one();
+      completion->cv.notifyOne();
     });
   }
-  cv_.notify_one();
-  std::unique_lock<std::mutex> lock(completion->mu);
-  return completion->cv.wait_for(lock, deadline, [&] { return completion->done; })
+  cv_.notifyOne();
+  MutexLock lock(completion->mu);
+  return completion->cv.waitFor(completion->mu, deadline,
+                                [&]() REQUIRES(completion->mu) { return completion->done; })
              ? Outcome::kDone
              : Outcome::kTimedOut;
 }

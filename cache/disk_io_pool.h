@@ -10,13 +10,13 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "cache/mutex.h"
 
 namespace epochfs::cache {
 
@@ -35,17 +35,17 @@ class DiskIoPool {
 
   // Runs `job` on a pool thread and waits up to `deadline` for it. The job
   // must own what it touches (it may outlive this call).
-  Outcome run(std::function<void()> job, std::chrono::milliseconds deadline);
+  Outcome run(std::function<void()> job, std::chrono::milliseconds deadline) EXCLUDES(mu_);
 
  private:
-  void loop();
+  void loop() EXCLUDES(mu_);
 
   const size_t maxQueued_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // guarded by mu_
-  bool stopping_ = false;                    // guarded by mu_
-  std::vector<std::thread> threads_;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> queue_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;  // set by the constructor, joined by the destructor
 };
 
 }  // namespace epochfs::cache

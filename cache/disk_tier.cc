@@ -69,15 +69,15 @@ DiskTier::DiskTier(const DiskTierOptions& options, int dirFd, int lockFd)
 
 DiskTier::~DiskTier() {
   {
-    std::lock_guard<std::mutex> lock(proberMu_);
+    MutexLock lock(proberMu_);
     stopping_ = true;
   }
-  proberCv_.notify_all();
+  proberCv_.notifyAll();
   prober_.join();
   pool_.reset();  // lets queued and stalled I/O finish; its jobs use `this`
   {
     // Segment descriptors close with their last reference; none outlive us.
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     segments_.clear();
   }
   ::close(lockFd_);  // releases the flock
@@ -85,6 +85,8 @@ DiskTier::~DiskTier() {
 }
 
 Status DiskTier::recoverSegments() {
+  // For all of it: the prober may replace dirFd_ (reopenDir) meanwhile.
+  MutexLock writeLock(writeMu_);
   std::vector<uint32_t> ids;
   {
     int fd = ::dup(dirFd_);
@@ -103,7 +105,6 @@ Status DiskTier::recoverSegments() {
   }
   std::sort(ids.begin(), ids.end());
 
-  std::lock_guard<std::mutex> writeLock(writeMu_);
   for (uint32_t id : ids) {
     nextSegmentId_ = std::max(nextSegmentId_, id + 1);
     auto opened = SegmentFile::openExisting(dirFd_, id);
@@ -130,7 +131,7 @@ Status DiskTier::recoverSegments() {
       spdlog::warn("disk tier {}: {}: cut a torn tail of {} bytes", dir_, file->name(),
                    rec->tornTailBytes);
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     corruptions_ += rec->damagedRegions;
     if (rec->tornTailBytes > 0) ++tornTails_;
     if (rec->size == 0) {
@@ -149,14 +150,14 @@ Status DiskTier::recoverSegments() {
     bytesUsed_ += rec->size;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!segments_.empty() && segments_.rbegin()->second.size < segmentBytes_) {
       activeSegment_ = segments_.rbegin()->first;  // keep appending to the newest
     }
   }
   for (;;) {  // the capacity may have shrunk since the last run
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (bytesUsed_ <= capacity_) break;
     }
     evictOneSegment(true);
@@ -188,7 +189,7 @@ ChunkRef DiskTier::lookupNow(const ChunkKey& key, const FileIdentity& id) {
   IndexEntry e;
   std::shared_ptr<SegmentFile> file;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = index_.find(key.hash);
     if (it == index_.end()) return nullptr;
     auto seg = segments_.find(it->second.segment);
@@ -254,10 +255,10 @@ bool DiskTier::insertNow(const ChunkRef& chunk) {
   const uint64_t recordBytes = kHeaderBytes + n;
   const RecordHeader header = RecordHeader::forChunk(*chunk);
 
-  std::lock_guard<std::mutex> writeLock(writeMu_);
+  MutexLock writeLock(writeMu_);
   for (;;) {  // make room within the capacity
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (bytesUsed_ + recordBytes <= capacity_) break;
     }
     if (!evictOneSegment(true)) break;
@@ -265,7 +266,7 @@ bool DiskTier::insertNow(const ChunkRef& chunk) {
   std::shared_ptr<SegmentFile> file;
   uint64_t offset = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = segments_.find(activeSegment_);
     if (it != segments_.end() && it->second.size + recordBytes <= segmentBytes_) {
       file = it->second.file;
@@ -283,7 +284,7 @@ bool DiskTier::insertNow(const ChunkRef& chunk) {
       return false;
     }
     file = std::move(*created);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     Segment& seg = segments_[file->id()];
     seg.file = file;
     seg.lastAccess = ++tick_;
@@ -297,7 +298,7 @@ bool DiskTier::insertNow(const ChunkRef& chunk) {
     return false;
   }
   health_.noteWriteSuccess();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Segment& seg = segments_.at(activeSegment_);
   seg.size += recordBytes;
   seg.lastAccess = ++tick_;
@@ -311,7 +312,7 @@ bool DiskTier::insertNow(const ChunkRef& chunk) {
 bool DiskTier::evictOneSegment(bool countEvictions) {
   uint32_t victim = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     uint64_t oldest = std::numeric_limits<uint64_t>::max();
     for (const auto& [id, seg] : segments_) {
       if (id != activeSegment_ && seg.lastAccess < oldest) {
@@ -330,7 +331,7 @@ bool DiskTier::evictOneSegment(bool countEvictions) {
 void DiskTier::dropSegment(uint32_t id, bool countEvictions) {
   std::shared_ptr<SegmentFile> file;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = segments_.find(id);
     if (it == segments_.end()) return;
     for (uint64_t hash : it->second.keys) {
@@ -350,7 +351,7 @@ void DiskTier::dropSegment(uint32_t id, bool countEvictions) {
 }
 
 void DiskTier::dropEntry(uint64_t keyHash, uint32_t segment, uint64_t offset, bool corrupt) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = index_.find(keyHash);
   if (it == index_.end() || it->second.segment != segment || it->second.offset != offset) return;
   index_.erase(it);
@@ -358,27 +359,27 @@ void DiskTier::dropEntry(uint64_t keyHash, uint32_t segment, uint64_t offset, bo
 }
 
 bool DiskTier::contains(const ChunkKey& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return index_.count(key.hash) != 0;
 }
 
 void DiskTier::erase(const ChunkKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   index_.erase(key.hash);
 }
 
 void DiskTier::eraseCorrupt(const ChunkKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (index_.erase(key.hash) != 0) ++corruptions_;
 }
 
 uint64_t DiskTier::tornTails() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return tornTails_;
 }
 
 TierUsage DiskTier::usage() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   TierUsage u;
   u.bytesUsed = bytesUsed_;
   u.capacityBytes = capacity_;
@@ -389,26 +390,27 @@ TierUsage DiskTier::usage() const {
 }
 
 void DiskTier::clear() {
-  std::lock_guard<std::mutex> writeLock(writeMu_);
+  MutexLock writeLock(writeMu_);
   activeSegment_ = 0;
   std::vector<uint32_t> ids;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [id, seg] : segments_) ids.push_back(id);
   }
   for (uint32_t id : ids) dropSegment(id, false);
 }
 
 uint64_t DiskTier::segmentCount() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return segments_.size();
 }
 
 // ---- health: the prober ------------------------------------------------------
 
 void DiskTier::proberLoop() {
-  std::unique_lock<std::mutex> lock(proberMu_);
-  while (!proberCv_.wait_for(lock, probeInterval_, [&] { return stopping_; })) {
+  MutexLock lock(proberMu_);
+  while (!proberCv_.waitFor(proberMu_, probeInterval_,
+                            [&]() REQUIRES(proberMu_) { return stopping_; })) {
     lock.unlock();
     checkHealth();
     lock.lock();
@@ -416,7 +418,7 @@ void DiskTier::proberLoop() {
 }
 
 void DiskTier::checkHealth() {
-  std::lock_guard<std::mutex> writeLock(writeMu_);
+  MutexLock writeLock(writeMu_);
   struct stat st;
   const bool removed = ::fstat(dirFd_, &st) == 0 && st.st_nlink == 0;
   if (removed) health_.markUnhealthy("cache directory " + dir_ + " was removed");
@@ -441,7 +443,7 @@ Status DiskTier::reopenDir() {
   activeSegment_ = 0;
   std::vector<uint32_t> ids;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [id, seg] : segments_) ids.push_back(id);
   }
   for (uint32_t id : ids) dropSegment(id, false);

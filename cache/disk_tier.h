@@ -32,11 +32,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -46,6 +44,7 @@
 #include "cache/disk_faults.h"
 #include "cache/disk_health.h"
 #include "cache/disk_io_pool.h"
+#include "cache/mutex.h"
 #include "cache/status.h"
 
 namespace epochfs::cache {
@@ -131,15 +130,15 @@ class DiskTier : public ChunkStore {
   Status recoverSegments();
   ChunkRef lookupNow(const ChunkKey& key, const FileIdentity& id);
   bool insertNow(const ChunkRef& chunk);
-  void proberLoop();
+  void proberLoop() EXCLUDES(proberMu_);
   // One prober round: notices a removed directory; probes an unhealthy tier.
   void checkHealth();
   // Recreates and relocks a removed directory, forgetting the old segments.
-  Status reopenDir();  // requires writeMu_
+  Status reopenDir() REQUIRES(writeMu_);
   // Evicts the least recently used segment, preferring sealed ones to the
-  // active one. False if there is none. Requires writeMu_.
-  bool evictOneSegment(bool countEvictions);
-  void dropSegment(uint32_t id, bool countEvictions);  // requires writeMu_
+  // active one. False if there is none.
+  bool evictOneSegment(bool countEvictions) REQUIRES(writeMu_);
+  void dropSegment(uint32_t id, bool countEvictions) REQUIRES(writeMu_);
   // Drops key's entry if it still points at (segment, offset); a corrupt one
   // is counted (once, by whoever drops it).
   void dropEntry(uint64_t keyHash, uint32_t segment, uint64_t offset, bool corrupt);
@@ -158,25 +157,25 @@ class DiskTier : public ChunkStore {
   const std::chrono::milliseconds probeInterval_;
   const std::shared_ptr<DiskFaults> faults_;
 
-  std::mutex writeMu_;          // before mu_
-  int dirFd_;                   // guarded by writeMu_ (changes only in reopenDir)
-  int lockFd_;                  // guarded by writeMu_
-  uint32_t activeSegment_ = 0;  // 0: none; guarded by writeMu_ (read under mu_ too)
-  uint32_t nextSegmentId_ = 1;  // guarded by writeMu_
+  Mutex writeMu_ ACQUIRED_BEFORE(mu_);
+  int dirFd_ GUARDED_BY(writeMu_);  // changes only in reopenDir
+  int lockFd_ GUARDED_BY(writeMu_);
+  uint32_t activeSegment_ GUARDED_BY(writeMu_) = 0;  // 0: none
+  uint32_t nextSegmentId_ GUARDED_BY(writeMu_) = 1;
 
-  mutable std::mutex mu_;
-  std::unordered_map<uint64_t, IndexEntry> index_;  // key.hash -> record
-  std::map<uint32_t, Segment> segments_;            // by id
-  uint64_t bytesUsed_ = 0;
-  uint64_t tick_ = 0;
-  uint64_t evictions_ = 0;
-  uint64_t corruptions_ = 0;
-  uint64_t tornTails_ = 0;
+  mutable Mutex mu_;
+  std::unordered_map<uint64_t, IndexEntry> index_ GUARDED_BY(mu_);  // key.hash -> record
+  std::map<uint32_t, Segment> segments_ GUARDED_BY(mu_);            // by id
+  uint64_t bytesUsed_ GUARDED_BY(mu_) = 0;
+  uint64_t tick_ GUARDED_BY(mu_) = 0;
+  uint64_t evictions_ GUARDED_BY(mu_) = 0;
+  uint64_t corruptions_ GUARDED_BY(mu_) = 0;
+  uint64_t tornTails_ GUARDED_BY(mu_) = 0;
 
   DiskHealth health_;
-  std::mutex proberMu_;
-  std::condition_variable proberCv_;
-  bool stopping_ = false;  // guarded by proberMu_
+  Mutex proberMu_;
+  CondVar proberCv_;
+  bool stopping_ GUARDED_BY(proberMu_) = false;
   std::thread prober_;
   // Last: destroyed (drained and joined) first, as its jobs use the members.
   std::unique_ptr<DiskIoPool> pool_;

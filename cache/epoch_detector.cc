@@ -43,7 +43,7 @@ void EpochDetector::reRead(uint32_t gen, uint64_t now) {
     return;
   }
   // An epoch boundary: one thread ends the generation.
-  std::lock_guard<std::mutex> lock(boundaryMu_);
+  MutexLock lock(boundaryMu_);
   if (gen_.load(kRelaxed) != gen) return;
   readFirst_.store(fewReReads(reReads_.load(kRelaxed), firstReads), kRelaxed);
   lastLength_.store(firstReads, kRelaxed);

@@ -42,7 +42,8 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
+
+#include "cache/mutex.h"
 
 namespace epochfs::cache {
 
@@ -90,7 +91,9 @@ class EpochDetector {
   std::atomic<uint64_t> reReads_{0};     // in this generation
   std::atomic<uint64_t> lastLength_{0};  // first reads of the previous generation
   std::atomic<bool> readFirst_{false};
-  std::mutex boundaryMu_;  // one thread ends a generation; taken under a shard lock
+  // One thread ends a generation; taken under a shard lock. Guards no member
+  // (the counters are atomics).
+  Mutex boundaryMu_;
 };
 
 }  // namespace epochfs::cache

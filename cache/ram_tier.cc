@@ -38,7 +38,7 @@ uint64_t RamTier::maxChunkBytes() const { return capacity_ / shardCount_; }
 template <typename Fn>
 void RamTier::forEachShard(Fn&& fn) const {
   for (size_t i = 0; i < shardCount_; ++i) {
-    std::lock_guard<std::mutex> lock(shards_[i].mu);
+    MutexLock lock(shards_[i].mu);
     fn(static_cast<const Shard&>(shards_[i]));
   }
 }
@@ -47,7 +47,7 @@ ChunkRef RamTier::find(const ChunkKey& key, const FileIdentity& id, bool* staged
   Shard& s = shardFor(key.hash);
   ChunkRef stale;  // released after the lock
   {
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(s.mu);
     Shard::Entry* e = s.find(key.hash);
     if (e == nullptr) return nullptr;
     if (e->chunk->identity == id) {
@@ -69,7 +69,7 @@ bool RamTier::admit(const ChunkRef& chunk, Class cls) {
   std::vector<ChunkRef> dropped;  // released after the lock
   const auto advisor = advisor_.use();
   const bool readFirst = epochs_.readFirst();
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   const uint64_t clock = s.tick();
   s.sync(epochs_.generation());
   Shard::Entry* e = s.admit(chunk, cls, advisor.get(), readFirst, dropped);
@@ -93,13 +93,16 @@ bool RamTier::stage(const ChunkRef& chunk) { return admit(chunk, kStaged); }
 uint64_t RamTier::stagingRoom() const {
   const auto now = Shard::Clock::now();
   uint64_t room = 0;
-  forEachShard([&](const Shard& s) { room += s.stagingRoom(now); });
+  forEachShard([&](const Shard& s) {
+    s.mu.assertHeld();  // forEachShard calls this under the shard's lock
+    room += s.stagingRoom(now);
+  });
   return room;
 }
 
 void RamTier::claimStaged(const ChunkKey& key) {
   Shard& s = shardFor(key.hash);
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   Shard::Entry* e = s.find(key.hash);
   if (e == nullptr || e->cls != kGuest) return;
   e->stagedAt = Shard::Clock::now();
@@ -108,27 +111,27 @@ void RamTier::claimStaged(const ChunkKey& key) {
 
 bool RamTier::contains(const ChunkKey& key) const {
   Shard& s = shardFor(key.hash);
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   return s.find(key.hash) != nullptr;
 }
 
 void RamTier::erase(const ChunkKey& key) {
   Shard& s = shardFor(key.hash);
   ChunkRef gone;
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   gone = s.remove(key.hash);
 }
 
 void RamTier::demote(const ChunkKey& key) {
   Shard& s = shardFor(key.hash);
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   if (Shard::Entry* e = s.find(key.hash)) s.demote(e);
 }
 
 void RamTier::release(const ChunkKey& key) {
   Shard& s = shardFor(key.hash);
   ChunkRef gone;
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   Shard::Entry* e = s.find(key.hash);
   if (e == nullptr) return;
   if (e->cls == kOwned) {
@@ -147,6 +150,7 @@ struct RamTier::Totals {
 RamTier::Totals RamTier::totals() const {
   Totals t;
   forEachShard([&](const Shard& s) {
+    s.mu.assertHeld();  // forEachShard calls this under the shard's lock
     for (auto c : {kOwned, kGuest, kStaged}) {
       t.cls[c].bytes += s.list(c).bytes;
       t.cls[c].chunks += s.list(c).chunks;
@@ -197,8 +201,9 @@ uint64_t RamTier::reclassify() {
   for (size_t i = 0; i < shardCount_; ++i) {
     Shard& s = shards_[i];
     std::vector<ChunkRef> dropped;  // released after the lock
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(s.mu);
     s.forEach([&](Shard::Entry* e) {
+      s.mu.assertHeld();  // forEach runs under `lock`
       const bool guest = isGuest(view.get(), e->chunk->key);
       if (guest == (e->cls != kOwned)) return;
       // A file that became owned here stays, as owned; one that moved away
@@ -220,7 +225,7 @@ void RamTier::setCapacity(uint64_t bytes) {
   for (size_t i = 0; i < shardCount_; ++i) {
     Shard& s = shards_[i];
     std::vector<ChunkRef> dropped;  // released after the lock
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(s.mu);
     s.capacity = owned / shardCount_ + (i < owned % shardCount_ ? 1 : 0);
     s.guestExtra = extra / shardCount_ + (i < extra % shardCount_ ? 1 : 0);
     s.enforceBudgets(readFirst, dropped);
@@ -231,7 +236,7 @@ void RamTier::clear() {
   for (size_t i = 0; i < shardCount_; ++i) {
     Shard& s = shards_[i];
     std::vector<ChunkRef> gone;  // freed after the lock
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(s.mu);
     s.clear(gone);
   }
 }

@@ -173,7 +173,8 @@ class RamTier : public ChunkStore {
   struct Totals;
   Totals totals() const;
   Shard& shardFor(uint64_t hash) const;
-  // Calls fn(const Shard&) for every shard, each under its lock in turn.
+  // Calls fn(const Shard&) for every shard, each under its lock in turn (fn
+  // says so to the analysis with s.mu.assertHeld()).
   template <typename Fn>
   void forEachShard(Fn&& fn) const;
   static bool isGuest(const OwnershipView* view, const ChunkKey& key) {

@@ -29,14 +29,14 @@ void RevocableSlot::exit(size_t stripe) {
 }
 
 uint64_t RevocableSlot::lend(void* object) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   revokeLocked();  // the previous object is free before the next is lent
   object_.store(object);
   return ++generation_;
 }
 
 void RevocableSlot::revoke(uint64_t generation) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (generation != generation_) return;  // lent again since: revoked then
   revokeLocked();
   ++generation_;

@@ -20,7 +20,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
+
+#include "cache/mutex.h"
 
 namespace epochfs::cache {
 
@@ -39,10 +40,10 @@ class RevocableSlot {
 
   // Lends `object` (revoking what was lent before) and returns the lending's
   // generation, which revoke() is given.
-  uint64_t lend(void* object);
+  uint64_t lend(void* object) EXCLUDES(mu_);
   // Ends the lending of `generation` if it is still the current one: from
   // here calls see null, and this returns once no call uses the object.
-  void revoke(uint64_t generation);
+  void revoke(uint64_t generation) EXCLUDES(mu_);
 
   static constexpr size_t kStripes = 16;  // of the call counts
 
@@ -50,13 +51,13 @@ class RevocableSlot {
   struct alignas(64) Stripe {
     std::atomic<uint32_t> calls{0};
   };
-  void revokeLocked();  // mu_ held
+  void revokeLocked() REQUIRES(mu_);
 
   std::atomic<void*> object_{nullptr};
   std::atomic<bool> revoking_{false};  // exit() wakes revoke() only then
   Stripe stripes_[kStripes];
-  std::mutex mu_;            // serializes lend() and revoke(); never held by a call
-  uint64_t generation_ = 0;  // guarded by mu_
+  Mutex mu_;  // serializes lend() and revoke(); never held by a call
+  uint64_t generation_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace epochfs::cache

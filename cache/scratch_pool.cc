@@ -11,7 +11,7 @@ ScratchPool::~ScratchPool() {
 ScratchPool::Lease ScratchPool::acquire(size_t size) {
   const size_t rounded = (size + alignment_ - 1) / alignment_ * alignment_;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     // The most recently returned buffer that is large enough (its pages are
     // the likeliest to be resident still).
     for (size_t i = idle_.size(); i-- > 0;) {
@@ -27,7 +27,7 @@ ScratchPool::Lease ScratchPool::acquire(size_t size) {
 
 void ScratchPool::release(char* data, size_t size) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (idle_.size() < maxIdle_) {
       idle_.emplace_back(data, size);
       return;
@@ -37,7 +37,7 @@ void ScratchPool::release(char* data, size_t size) {
 }
 
 size_t ScratchPool::idleCount() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return idle_.size();
 }
 

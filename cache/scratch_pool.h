@@ -8,9 +8,10 @@
 #pragma once
 
 #include <cstddef>
-#include <mutex>
 #include <utility>
 #include <vector>
+
+#include "cache/mutex.h"
 
 namespace epochfs::cache {
 
@@ -50,8 +51,8 @@ class ScratchPool {
 
   const size_t alignment_;
   const size_t maxIdle_;
-  mutable std::mutex mu_;  // guards idle_
-  std::vector<std::pair<char*, size_t>> idle_;
+  mutable Mutex mu_;
+  std::vector<std::pair<char*, size_t>> idle_ GUARDED_BY(mu_);
 };
 
 }  // namespace epochfs::cache

@@ -33,7 +33,7 @@ NodeAttr attrFromStat(const struct stat& st) {
 
 Result<uint16_t> DatasetNamespace::ownerIndex(uint32_t uid, uint32_t gid) {
   const uint64_t key = uint64_t{uid} << 32 | gid;
-  std::lock_guard<std::mutex> lock(*ownersMu_);
+  cache::MutexLock lock(*ownersMu_);
   if (auto it = ownerIds_->find(key); it != ownerIds_->end()) return it->second;
   const size_t next = ownerIds_->size();
   if (next >= Owners::kCapacity) {
@@ -217,6 +217,7 @@ std::string DatasetNamespace::path(Ino ino) const {
 uint64_t DatasetNamespace::fileId(Ino ino) const { return cache::fileIdForPath(path(ino)); }
 
 uint64_t DatasetNamespace::memoryBytes() const {
+  cache::MutexLock lock(*ownersMu_);
   return nodeCount() * sizeof(Node) + names_->used() + ownerIds_->size() * (sizeof(Owner) + 32);
 }
 
@@ -239,14 +240,14 @@ NodeAttr DatasetNamespace::attrOf(const Node& n) const {
 }
 
 NodeAttr DatasetNamespace::attr(Ino ino) const {
-  std::lock_guard<std::mutex> lock(stripe(ino));
+  cache::MutexLock lock(stripe(ino));
   return attrOf(node(ino));
 }
 
 void DatasetNamespace::setAttr(Ino ino, const NodeAttr& a) {
   // A new owner pair is interned first (no lock held across both).
   Result<uint16_t> owner = ownerIndex(a.uid, a.gid);
-  std::lock_guard<std::mutex> lock(stripe(ino));
+  cache::MutexLock lock(stripe(ino));
   Node& n = mutableNode(ino);
   const NodeAttr old = attrOf(n);
   store(n, a, owner.isOk() ? *owner : n.owner);

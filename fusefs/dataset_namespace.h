@@ -34,13 +34,13 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "cache/file_identity.h"
+#include "cache/mutex.h"
 #include "cache/status.h"
 #include "fusefs/chunked_array.h"
 #include "fusefs/name_arena.h"
@@ -135,8 +135,10 @@ class DatasetNamespace {
   cache::Result<uint64_t> graft(Ino parent, const DatasetNamespace& fresh,
                                 const std::vector<Ino>& from);
   // Holds off graft() while the caller reads the whole namespace.
-  std::unique_lock<std::mutex> holdGrowth() const {
-    return std::unique_lock<std::mutex>(growth_->mu);
+  // A std::unique_lock (to be returned): the analysis does not see it, and
+  // the holder reads nothing guarded by growth_->mu.
+  std::unique_lock<cache::Mutex> holdGrowth() const {
+    return std::unique_lock<cache::Mutex>(growth_->mu);
   }
   // False once a graft added entries (here, or in the worker that handed
   // this namespace over): the numbering is then no longer breadth-first.
@@ -212,11 +214,14 @@ class DatasetNamespace {
     std::vector<std::unique_ptr<std::vector<uint32_t>>> kept;  // every list published
     std::atomic<uint64_t> files{0}, dirs{0}, bytes{0};
     std::atomic<size_t> count{0};  // nodes published, the snapshot's included
-    std::mutex mu;                 // one graft at a time
+    // One graft at a time. kept and childListsOwner are changed by graft()
+    // with it held, or by a decode before the namespace is shared: not
+    // annotated.
+    cache::Mutex mu;
   };
 
   DatasetNamespace() = default;
-  std::mutex& stripe(Ino ino) const { return (*stripes_)[ino % stripes_->size()]; }
+  cache::Mutex& stripe(Ino ino) const { return (*stripes_)[ino % stripes_->size()]; }
   const Node& node(Ino ino) const { return (*nodes_)[ino - 1]; }
   Node& mutableNode(Ino ino) { return (*nodes_)[ino - 1]; }
   NodeAttr attrOf(const Node& n) const;  // with the node's stripe held
@@ -228,13 +233,15 @@ class DatasetNamespace {
   std::unique_ptr<NameArena> names_ = std::make_unique<NameArena>();
   std::unique_ptr<Owners> owners_ = std::make_unique<Owners>();
   // Interning owners (the walk, a graft and setAttr may add one).
-  std::unique_ptr<std::mutex> ownersMu_ = std::make_unique<std::mutex>();
-  std::unique_ptr<std::unordered_map<uint64_t, uint16_t>> ownerIds_ =
+  std::unique_ptr<cache::Mutex> ownersMu_ = std::make_unique<cache::Mutex>();
+  std::unique_ptr<std::unordered_map<uint64_t, uint16_t>> ownerIds_ PT_GUARDED_BY(*ownersMu_) =
       std::make_unique<std::unordered_map<uint64_t, uint16_t>>();
   size_t snapshotCount_ = 0;  // of which the snapshot's (the rest grafted)
   std::unique_ptr<Growth> growth_ = std::make_unique<Growth>();
-  std::unique_ptr<std::array<std::mutex, 64>> stripes_ =
-      std::make_unique<std::array<std::mutex, 64>>();  // guard nodes' attributes
+  // Guard nodes' attributes, stripe(ino) for inode ino: a lock chosen by
+  // index, which the analysis cannot name, so the nodes are not annotated.
+  std::unique_ptr<std::array<cache::Mutex, 64>> stripes_ =
+      std::make_unique<std::array<cache::Mutex, 64>>();
   uint64_t files_ = 0, dirs_ = 0, bytes_ = 0;
   bool grafted_ = false;  // the snapshot's nodes hold grafted entries (a decoded image's)
   uint64_t fingerprint_ = 0;

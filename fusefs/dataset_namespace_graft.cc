@@ -16,7 +16,7 @@ using cache::Status;
 Result<uint64_t> DatasetNamespace::graft(Ino parent, const DatasetNamespace& fresh,
                                          const std::vector<Ino>& from) {
   Growth& g = *growth_;
-  std::lock_guard<std::mutex> lock(g.mu);
+  cache::MutexLock lock(g.mu);
   if (from.empty()) return uint64_t{0};
   const Ino first = nodeCount() + 1;
   // Breadth-first over the fresh subtrees, as (fresh inode, live parent): the

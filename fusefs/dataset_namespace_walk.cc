@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <thread>
@@ -26,22 +25,30 @@ class DatasetNamespace::Walker {
   Walker(DatasetNamespace& ns, int rootFd, const WalkOptions& options)
       : ns_(ns), rootFd_(rootFd), options_(options) {}
 
-  Status run(unsigned threads) {
+  Status run(unsigned threads) EXCLUDES(mu_) {
     struct stat st;
     if (fstat(rootFd_, &st) != 0) return Status::fromErrno(errno, "stat source root");
     Result<Node> root = ns_.makeNode("", attrFromStat(st), "");
     if (!root.isOk()) return root.status();
-    ns_.nodes_->at(0) = *root;
-    count_ = 1;
-    queue_.push_back(1);
-    pending_ = 1;
+    {
+      cache::MutexLock lock(mu_);  // uncontended: no thread yet
+      ns_.nodes_->at(0) = *root;
+      count_ = 1;
+      queue_.push_back(1);
+      pending_ = 1;
+    }
     std::vector<std::thread> pool;
     for (unsigned i = 0; i < threads; ++i) pool.emplace_back([this] { work(); });
     for (auto& t : pool) t.join();
+    cache::MutexLock lock(mu_);
     return error_;
   }
 
-  size_t count() const { return count_; }
+  // After run().
+  size_t count() const EXCLUDES(mu_) {
+    cache::MutexLock lock(mu_);
+    return count_;
+  }
 
  private:
   struct Entry {
@@ -55,8 +62,8 @@ class DatasetNamespace::Walker {
       uint32_t dir;
       std::string dirPath;
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return !queue_.empty() || pending_ == 0; });
+        cache::MutexLock lock(mu_);
+        cv_.wait(mu_, [&]() REQUIRES(mu_) { return !queue_.empty() || pending_ == 0; });
         if (queue_.empty()) return;
         dir = queue_.front();
         queue_.pop_front();
@@ -65,10 +72,10 @@ class DatasetNamespace::Walker {
       std::vector<Entry> entries;
       if (options_.directoryDelay.count() > 0) std::this_thread::sleep_for(options_.directoryDelay);
       Status s = list(dirPath, entries);
-      std::lock_guard<std::mutex> lock(mu_);
+      cache::MutexLock lock(mu_);
       if (s.isOk() && error_.isOk()) s = append(dir, entries);
       if (!s.isOk() && error_.isOk()) error_ = s;
-      if (--pending_ == 0) cv_.notify_all();
+      if (--pending_ == 0) cv_.notifyAll();
     }
   }
 
@@ -110,8 +117,7 @@ class DatasetNamespace::Walker {
     return Status::ok();
   }
 
-  // Called with mu_ held.
-  Status append(uint32_t dir, const std::vector<Entry>& entries) {
+  Status append(uint32_t dir, const std::vector<Entry>& entries) REQUIRES(mu_) {
     if (count_ + entries.size() >= UINT32_MAX)
       return Status::tooLarge("more than 4 billion entries");
     const auto first = static_cast<uint32_t>(count_ + 1);
@@ -130,19 +136,19 @@ class DatasetNamespace::Walker {
       (*ns_.nodes_)[dir - 1].value = uint64_t{entries.size()} << 32 | first;
     }
     if (options_.progress != nullptr) options_.progress->store(count_, std::memory_order_relaxed);
-    if (!queue_.empty()) cv_.notify_all();
+    if (!queue_.empty()) cv_.notifyAll();
     return Status::ok();
   }
 
   DatasetNamespace& ns_;
   int rootFd_;
   const WalkOptions options_;
-  std::mutex mu_;  // guards everything below and ns_'s nodes and names during the walk
-  std::condition_variable cv_;
-  std::deque<uint32_t> queue_;
-  size_t pending_ = 0;  // directories queued or being listed
-  size_t count_ = 0;    // nodes made
-  Status error_;
+  mutable cache::Mutex mu_;  // guards everything below and ns_'s nodes and names during the walk
+  cache::CondVar cv_;        // with mu_: a directory queued, or none pending
+  std::deque<uint32_t> queue_ GUARDED_BY(mu_);
+  size_t pending_ GUARDED_BY(mu_) = 0;  // directories queued or being listed
+  size_t count_ GUARDED_BY(mu_) = 0;    // nodes made
+  Status error_ GUARDED_BY(mu_);
 };
 
 Result<DatasetNamespace> DatasetNamespace::snapshot(int rootFd, unsigned threads) {

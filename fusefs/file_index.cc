@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <mutex>
 #include <utility>
 
 namespace epochfs::fusefs {
@@ -27,7 +26,7 @@ FileIndex::FileIndex(const DatasetNamespace& ns) : ns_(ns) {
 
 DatasetNamespace::Ino FileIndex::find(uint64_t fileId) const {
   {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    cache::ReaderLock lock(mu_);
     if (auto it = added_.find(fileId); it != added_.end()) return it->second;
   }
   // Of two files with one path (a gone entry and the one that took its
@@ -39,14 +38,14 @@ DatasetNamespace::Ino FileIndex::find(uint64_t fileId) const {
 }
 
 void FileIndex::catchUp() {
-  std::lock_guard<std::mutex> one(catchUpMu_);
+  cache::MutexLock one(catchUpMu_);
   // New inodes are only appended: read them without the lock, insert under it.
   const DatasetNamespace::Ino to = ns_.nodeCount();
   std::vector<std::pair<uint64_t, DatasetNamespace::Ino>> files;
   for (DatasetNamespace::Ino ino = indexedTo_ + 1; ino <= to; ++ino) {
     if (S_ISREG(ns_.attr(ino).mode)) files.emplace_back(ns_.fileId(ino), ino);
   }
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  cache::WriterLock lock(mu_);
   added_.reserve(added_.size() + files.size());
   // A file that took the place of a gone entry of the same path has its id:
   // the new inode wins.

@@ -9,11 +9,11 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
-#include <shared_mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "cache/mutex.h"
+#include "cache/shared_mutex.h"
 #include "fusefs/dataset_namespace.h"
 
 namespace epochfs::fusefs {
@@ -34,11 +34,13 @@ class FileIndex {
     uint64_t id() const { return uint64_t{idHigh} << 32 | idLow; }
   };
   const DatasetNamespace& ns_;
-  std::vector<Entry> initial_;    // the files at construction, by (id, inode); never changes
-  mutable std::shared_mutex mu_;  // shared: find(); exclusive: catchUp()'s insertions
-  std::unordered_map<uint64_t, DatasetNamespace::Ino> added_;  // later files, by id
-  std::mutex catchUpMu_;                                       // one catchUp() at a time
-  DatasetNamespace::Ino indexedTo_ = 0;  // inodes up to this one are indexed (catchUpMu_)
+  std::vector<Entry> initial_;     // the files at construction, by (id, inode); never changes
+  mutable cache::SharedMutex mu_;  // shared: find(); exclusive: catchUp()'s insertions
+  // Later files, by id.
+  std::unordered_map<uint64_t, DatasetNamespace::Ino> added_ GUARDED_BY(mu_);
+  cache::Mutex catchUpMu_;  // one catchUp() at a time
+  // Inodes up to this one are indexed.
+  DatasetNamespace::Ino indexedTo_ GUARDED_BY(catchUpMu_) = 0;
 };
 
 }  // namespace epochfs::fusefs

@@ -55,10 +55,10 @@ FuseServer::FuseServer(const Config& config, DatasetNamespace& ns, cache::ChunkC
 
 FuseServer::~FuseServer() {
   {
-    std::lock_guard<std::mutex> lock(invalMu_);
+    cache::MutexLock lock(invalMu_);
     stopping_ = true;
   }
-  invalCv_.notify_all();
+  invalCv_.notifyAll();
   if (invalThread_.joinable()) invalThread_.join();
   unmount();
   if (session_ != nullptr) fuse_session_destroy(session_);
@@ -117,7 +117,7 @@ cache::Status FuseServer::replayHandshake() {
 bool FuseServer::restartRequested() const { return restart_.load(); }
 
 void FuseServer::requestStop(bool restart) {
-  std::lock_guard<std::mutex> lock(loopMu_);
+  cache::MutexLock lock(loopMu_);
   if (session_ == nullptr) return;
   if (restart) restart_.store(true);
   fuse_session_exit(session_);  // before loop(): it returns at once
@@ -136,13 +136,13 @@ int FuseServer::loop() {
   fuse_loop_cfg_set_max_threads(cfg, config_.threads);
   fuse_loop_cfg_set_idle_threads(cfg, config_.threads);
   {
-    std::lock_guard<std::mutex> lock(loopMu_);
+    cache::MutexLock lock(loopMu_);
     loopThread_ = pthread_self();
     looping_ = true;
   }
   int rc = fuse_session_loop_mt(session_, cfg);
   {
-    std::lock_guard<std::mutex> lock(loopMu_);  // no wake signal from here on
+    cache::MutexLock lock(loopMu_);  // no wake signal from here on
     looping_ = false;
   }
   fuse_loop_cfg_destroy(cfg);
@@ -254,7 +254,7 @@ void FuseServer::onOpen(FuseReply& reply, fuse_ino_t ino, fuse_file_info* fi) {
     prefetcher_->onOpen(ns_.fileId(ino), config_.job);
   // Pin this open to the version it saw: its reads never mix versions.
   {
-    std::lock_guard<std::mutex> lock(opensMu_);
+    cache::MutexLock lock(opensMu_);
     // Random base: handles of a previous worker are not mistaken for ours.
     if (nextFh_ == 0) nextFh_ = uint64_t{std::random_device{}()} << 24;
     fi->fh = ++nextFh_;
@@ -262,14 +262,14 @@ void FuseServer::onOpen(FuseReply& reply, fuse_ino_t ino, fuse_file_info* fi) {
   }
   fi->keep_cache = dropPages ? 0 : 1;
   if (reply.open(*fi) != 0) {
-    std::lock_guard<std::mutex> lock(opensMu_);
+    cache::MutexLock lock(opensMu_);
     opens_.erase(fi->fh);
   }
 }
 
 void FuseServer::onRelease(FuseReply& reply, fuse_ino_t, fuse_file_info* fi) {
   {
-    std::lock_guard<std::mutex> lock(opensMu_);
+    cache::MutexLock lock(opensMu_);
     opens_.erase(fi->fh);
   }
   reply.err(0);
@@ -289,7 +289,7 @@ void FuseServer::onRead(FuseReply& reply, fuse_ino_t ino, size_t size, off_t off
   cache::FileIdentity id;
   bool pinned = false;
   if (fi != nullptr && fi->fh != 0) {
-    std::lock_guard<std::mutex> lock(opensMu_);
+    cache::MutexLock lock(opensMu_);
     auto it = opens_.find(fi->fh);
     if (it != opens_.end()) id = it->second, pinned = true;
   }

@@ -18,10 +18,8 @@
 #include <fuse_lowlevel.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -29,6 +27,7 @@
 #include <vector>
 
 #include "cache/chunk_cache.h"
+#include "cache/mutex.h"
 #include "cache/source.h"
 #include "fusefs/dataset_namespace.h"
 #include "fusefs/fuse_reply.h"
@@ -156,9 +155,9 @@ class FuseServer {
   prefetch::Prefetcher* prefetcher_;
   fuse_session* session_ = nullptr;
   bool mounted_ = false;
-  std::mutex loopMu_;  // guards looping_ and loopThread_: a signal only while loop() serves
-  bool looping_ = false;
-  pthread_t loopThread_{};
+  cache::Mutex loopMu_;  // a signal only while loop() serves
+  bool looping_ GUARDED_BY(loopMu_) = false;
+  pthread_t loopThread_ GUARDED_BY(loopMu_){};
   std::atomic<bool> restart_{false};
   bool noOpenSupport_ = false;
   bool noOpendirSupport_ = false;
@@ -169,9 +168,9 @@ class FuseServer {
   // --revalidate mode: the version each open pinned, by file handle. A table,
   // not a pointer in fh: after a restart the kernel still holds the old
   // worker's handles (unknown ones read the current version).
-  std::mutex opensMu_;
-  std::unordered_map<uint64_t, cache::FileIdentity> opens_;
-  uint64_t nextFh_ = 0;
+  cache::Mutex opensMu_;
+  std::unordered_map<uint64_t, cache::FileIdentity> opens_ GUARDED_BY(opensMu_);
+  uint64_t nextFh_ GUARDED_BY(opensMu_) = 0;
   // Per-inode state, by inode number: it grows with the namespace (a refresh adds inodes).
   template <class T>
   using PerInode = SegmentedArray<std::atomic<T>>;
@@ -184,10 +183,10 @@ class FuseServer {
   std::unique_ptr<PerInode<uint32_t>> lastChunk_;
   std::unique_ptr<PerInode<uint32_t>> readAheadTo_;
   // Kernel page invalidations run on their own thread, never inside a request.
-  std::mutex invalMu_;
-  std::condition_variable invalCv_;
-  std::deque<fuse_ino_t> invalQueue_;
-  bool stopping_ = false;
+  cache::Mutex invalMu_;
+  cache::CondVar invalCv_;  // with invalMu_: an inode queued, or stopping_
+  std::deque<fuse_ino_t> invalQueue_ GUARDED_BY(invalMu_);
+  bool stopping_ GUARDED_BY(invalMu_) = false;
   std::thread invalThread_;
 };
 

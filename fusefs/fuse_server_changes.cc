@@ -3,8 +3,6 @@
 // thread, and the entries a refresh drops. fuse_server.h says the threading.
 #include <spdlog/spdlog.h>
 
-#include <mutex>
-
 #include "cache/steady_clock.h"
 #include "fusefs/fuse_server.h"
 
@@ -50,17 +48,17 @@ bool FuseServer::recheck(fuse_ino_t ino) {
   if (S_ISREG(old.mode)) {
     cache_.invalidate(oldId);
     stalePages_->at(ino).store(true, std::memory_order_release);
-    std::lock_guard<std::mutex> lock(invalMu_);
+    cache::MutexLock lock(invalMu_);
     invalQueue_.push_back(ino);
-    invalCv_.notify_one();
+    invalCv_.notifyOne();
   }
   return true;
 }
 
 void FuseServer::invalidationLoop() {
-  std::unique_lock<std::mutex> lock(invalMu_);
+  cache::MutexLock lock(invalMu_);
   for (;;) {
-    invalCv_.wait(lock, [&] { return stopping_ || !invalQueue_.empty(); });
+    invalCv_.wait(invalMu_, [&]() REQUIRES(invalMu_) { return stopping_ || !invalQueue_.empty(); });
     if (stopping_) return;
     fuse_ino_t ino = invalQueue_.front();
     invalQueue_.pop_front();

@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 
 namespace epochfs::fusefs {
 
@@ -14,13 +13,13 @@ KernelPagePusher::KernelPagePusher(FuseServer& fuse, const DatasetNamespace& ns,
     : fuse_(fuse), ns_(ns), files_(files) {}
 
 void KernelPagePusher::close() {
-  std::unique_lock<std::shared_mutex> lock(mu_);
+  cache::WriterLock lock(mu_);
   closed_ = true;
 }
 
 prefetch::PagePusher::Outcome KernelPagePusher::push(const cache::FileIdentity& id,
                                                      const std::vector<cache::ChunkRef>& chunks) {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  cache::ReaderLock lock(mu_);
   fuse_session* se = fuse_.session();
   if (closed_ || se == nullptr) return Outcome::kSkipped;
   const DatasetNamespace::Ino ino = files_.find(id.fileId);

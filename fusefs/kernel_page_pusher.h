@@ -12,8 +12,7 @@
 // Thread-safety: push() from any thread, concurrently; close() once.
 #pragma once
 
-#include <shared_mutex>
-
+#include "cache/shared_mutex.h"
 #include "fusefs/dataset_namespace.h"
 #include "fusefs/file_index.h"
 #include "fusefs/fuse_server.h"
@@ -36,8 +35,8 @@ class KernelPagePusher : public prefetch::PagePusher {
   FuseServer& fuse_;
   const DatasetNamespace& ns_;
   const FileIndex& files_;
-  std::shared_mutex mu_;  // shared: a push in progress; exclusive: close()
-  bool closed_ = false;
+  cache::SharedMutex mu_;  // shared: a push in progress; exclusive: close()
+  bool closed_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace epochfs::fusefs

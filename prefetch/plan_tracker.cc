@@ -10,7 +10,7 @@ std::shared_ptr<PlanStream> PlanTracker::set(std::shared_ptr<const AccessPlan> p
                                              int64_t nowNs) {
   auto stream = std::make_shared<PlanStream>(std::move(plan), nowNs);
   {
-    std::lock_guard<std::mutex> lock(streamsMu_);
+    cache::MutexLock lock(streamsMu_);
     auto next = std::make_shared<Streams>();
     for (const auto& s : *streams_) {
       if (s->plan().rank() != stream->plan().rank() || s->plan().job() != stream->plan().job()) {
@@ -27,7 +27,7 @@ std::shared_ptr<PlanStream> PlanTracker::set(std::shared_ptr<const AccessPlan> p
 }
 
 void PlanTracker::clear(std::optional<uint32_t> job) {
-  std::lock_guard<std::mutex> lock(streamsMu_);
+  cache::MutexLock lock(streamsMu_);
   auto next = std::make_shared<Streams>();
   for (const auto& s : *streams_) {
     if (job && s->plan().job() != *job) {
@@ -40,7 +40,7 @@ void PlanTracker::clear(std::optional<uint32_t> job) {
 }
 
 void PlanTracker::remove(const std::shared_ptr<PlanStream>& stream) {
-  std::lock_guard<std::mutex> lock(streamsMu_);
+  cache::MutexLock lock(streamsMu_);
   auto next = std::make_shared<Streams>();
   for (const auto& s : *streams_) {
     if (s != stream) next->push_back(s);
@@ -55,7 +55,7 @@ void PlanTracker::replace(std::shared_ptr<const Streams> next) {
 }
 
 std::shared_ptr<const PlanTracker::Streams> PlanTracker::streams() const {
-  std::lock_guard<std::mutex> lock(streamsMu_);
+  cache::MutexLock lock(streamsMu_);
   return streams_;
 }
 

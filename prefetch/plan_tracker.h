@@ -15,10 +15,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <vector>
 
+#include "cache/mutex.h"
 #include "prefetch/access_plan.h"
 #include "prefetch/plan_stream.h"
 
@@ -75,14 +75,14 @@ class PlanTracker {
   std::vector<StreamStats> stats() const;
 
  private:
-  void replace(std::shared_ptr<const Streams> next);  // streamsMu_ held
+  void replace(std::shared_ptr<const Streams> next) REQUIRES(streamsMu_);
   // The first entry of `fileId` in `s` not consumed and eligible, if any.
   static std::optional<uint32_t> nextEntry(const PlanStream& s, uint64_t fileId,
                                            const Eligible& eligible);
 
   const uint64_t deviationReads_;
-  mutable std::mutex streamsMu_;  // guards streams_ (the pointer)
-  std::shared_ptr<const Streams> streams_ = std::make_shared<Streams>();
+  mutable cache::Mutex streamsMu_;
+  std::shared_ptr<const Streams> streams_ GUARDED_BY(streamsMu_) = std::make_shared<Streams>();
   std::atomic<bool> live_{false};
   std::array<std::atomic<uint64_t>, kJobSlots> offPlanStreak_{};
 };

@@ -31,14 +31,14 @@ Prefetcher::Prefetcher(const PrefetchOptions& options, cache::ChunkCache& cache)
       options.workers, cache, budget_, window_, *position_,
       FetchWorkers::Hooks{[this](const cache::ChunkKey& key) { retire(key); },
                           [this] {
-                            if (window_.takeWakeRequest()) schedCv_.notify_one();
+                            if (window_.takeWakeRequest()) schedCv_.notifyOne();
                           }});
   scheduler_ = std::thread([this] { schedulerLoop(); });
 }
 
 Prefetcher::~Prefetcher() {
   stopping_.store(true);
-  schedCv_.notify_all();
+  schedCv_.notifyAll();
   scheduler_.join();
   workers_.reset();
 }
@@ -48,7 +48,7 @@ void Prefetcher::setPlan(std::shared_ptr<const AccessPlan> plan) {
   spdlog::info("prefetch: plan for rank {} epoch {}: {} entries from position {}",
                stream->plan().rank(), stream->plan().epoch(), stream->plan().size(),
                stream->plan().start());
-  schedCv_.notify_all();
+  schedCv_.notifyAll();
 }
 
 void Prefetcher::clear(std::optional<uint32_t> job) { tracker_.clear(job); }
@@ -87,14 +87,14 @@ void Prefetcher::consume(PlanStream& s, uint32_t pos) {
   // The window moved by one entry. Waking the scheduler for each costs two
   // context switches per file; a batch of wakeEvery_ keeps the lead within
   // a few percent of its bound (and the scheduler's 20 ms tick catches up).
-  if (consumed % wakeEvery_ == 0) schedCv_.notify_one();
+  if (consumed % wakeEvery_ == 0) schedCv_.notifyOne();
 }
 
 void Prefetcher::schedulerLoop() {
   while (!stopping_.load()) {
     {
-      std::unique_lock<std::mutex> lock(schedMu_);
-      schedCv_.wait_for(lock, std::chrono::milliseconds(20));
+      cache::MutexLock lock(schedMu_);
+      schedCv_.waitFor(schedMu_, std::chrono::milliseconds(20));
     }
     auto all = tracker_.streams();
     const int64_t now = cache::steadyNowNs();
@@ -121,22 +121,25 @@ void Prefetcher::schedulerLoop() {
       }
     }
     {
-      std::lock_guard<std::mutex> lock(passMu_);
+      cache::MutexLock lock(passMu_);
       ++passes_;
     }
-    passCv_.notify_all();
+    passCv_.notifyAll();
   }
 }
 
 bool Prefetcher::waitIdle(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::unique_lock<std::mutex> lock(passMu_);
+  cache::MutexLock lock(passMu_);
   for (;;) {
     const uint64_t enqueued = enqueued_.load(), passes = passes_;
     const bool quiet = budget_.tasks() == 0;
-    schedCv_.notify_all();  // no need to wait for the 20 ms tick
+    schedCv_.notifyAll();  // no need to wait for the 20 ms tick
     // passes + 1 may have begun before this look; passes + 2 began after it.
-    if (!passCv_.wait_until(lock, deadline, [&] { return passes_ >= passes + 2; })) return false;
+    if (!passCv_.waitUntil(passMu_, deadline,
+                           [&]() REQUIRES(passMu_) { return passes_ >= passes + 2; })) {
+      return false;
+    }
     if (quiet && enqueued_.load() == enqueued && budget_.tasks() == 0) return true;
   }
 }

@@ -21,11 +21,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -33,6 +31,7 @@
 
 #include "cache/chunk_cache.h"
 #include "cache/eviction_advisor.h"
+#include "cache/mutex.h"
 #include "prefetch/access_plan.h"
 #include "prefetch/fetch_budget.h"
 #include "prefetch/fetch_workers.h"
@@ -143,12 +142,12 @@ class Prefetcher : public cache::EvictionAdvisor {
   std::atomic<uint64_t> readAheadSkipped_{0};
   std::unique_ptr<FetchWorkers> workers_;  // after what its threads use
 
-  std::mutex schedMu_;  // pairs with schedCv_ to wake the scheduler early
-  std::condition_variable schedCv_;
+  cache::Mutex schedMu_;  // guards nothing: pairs with schedCv_ to wake the scheduler early
+  cache::CondVar schedCv_;
   std::atomic<uint64_t> enqueued_{0};  // tasks the scheduler handed to the workers
-  std::mutex passMu_;                  // guards passes_; pairs with passCv_ (waitIdle)
-  std::condition_variable passCv_;
-  uint64_t passes_ = 0;  // scheduler passes completed
+  cache::Mutex passMu_;
+  cache::CondVar passCv_;                    // passes_ grew (waitIdle)
+  uint64_t passes_ GUARDED_BY(passMu_) = 0;  // scheduler passes completed
   // Consumed entries per wake of the scheduler (1/32 of the window).
   const uint64_t wakeEvery_;
   std::atomic<bool> stopping_{false};

@@ -10,14 +10,14 @@ TorchOrderJobs::TorchOrderJobs(Prefetcher& prefetcher, ListSamples list)
 TorchOrderJobs::~TorchOrderJobs() {
   if (listing_.joinable()) listing_.join();
   std::map<uint32_t, std::unique_ptr<TorchOrderFollower>> gone;
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   gone.swap(followers_);
   following_.store(false);
 }
 
 void TorchOrderJobs::follow(uint32_t job, const TorchOrderSpec& spec) {
   std::unique_ptr<TorchOrderFollower> replaced;
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   if (auto it = followers_.find(job); it != followers_.end()) {
     replaced = std::move(it->second);
     followers_.erase(it);
@@ -38,7 +38,7 @@ void TorchOrderJobs::follow(uint32_t job, const TorchOrderSpec& spec) {
 
 void TorchOrderJobs::end(uint32_t job) {
   std::unique_ptr<TorchOrderFollower> gone;  // joins its thread after the lock
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   std::erase_if(pending_, [job](const auto& p) { return p.first == job; });
   if (auto it = followers_.find(job); it != followers_.end()) {
     gone = std::move(it->second);
@@ -49,12 +49,12 @@ void TorchOrderJobs::end(uint32_t job) {
 
 void TorchOrderJobs::onRead(uint64_t fileId, uint32_t job) {
   if (!following_.load(std::memory_order_relaxed)) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   if (auto it = followers_.find(job); it != followers_.end()) it->second->onRead(fileId);
 }
 
 std::optional<int64_t> TorchOrderJobs::epoch(uint32_t job) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   if (auto it = followers_.find(job); it != followers_.end()) return it->second->epoch();
   for (const auto& p : pending_) {
     if (p.first == job) return -1;
@@ -63,18 +63,18 @@ std::optional<int64_t> TorchOrderJobs::epoch(uint32_t job) const {
 }
 
 bool TorchOrderJobs::any() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   return !followers_.empty() || !pending_.empty();
 }
 
 bool TorchOrderJobs::listed() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   return samples_ != nullptr;
 }
 
 void TorchOrderJobs::list() {
   std::optional<TorchSamples> listed = list_();
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   if (!listed) {
     listingFailed_ = true;
     pending_.clear();

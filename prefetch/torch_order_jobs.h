@@ -13,12 +13,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "cache/mutex.h"
 #include "prefetch/torch_order_follower.h"
 
 namespace epochfs::prefetch {
@@ -46,16 +46,19 @@ class TorchOrderJobs {
 
  private:
   void list();  // the listing thread
-  void startLocked(uint32_t job, const TorchOrderSpec& spec);
+  void startLocked(uint32_t job, const TorchOrderSpec& spec) REQUIRES(mu_);
 
   Prefetcher& prefetcher_;
   ListSamples list_;
-  mutable std::mutex mu_;                        // guards everything below
-  std::shared_ptr<const TorchSamples> samples_;  // null until listed
-  bool listingStarted_ = false, listingFailed_ = false;
-  std::vector<std::pair<uint32_t, TorchOrderSpec>> pending_;  // waiting for samples_
-  std::map<uint32_t, std::unique_ptr<TorchOrderFollower>> followers_;
+  mutable cache::Mutex mu_;
+  std::shared_ptr<const TorchSamples> samples_ GUARDED_BY(mu_);  // null until listed
+  bool listingStarted_ GUARDED_BY(mu_) = false;
+  bool listingFailed_ GUARDED_BY(mu_) = false;
+  // Waiting for samples_.
+  std::vector<std::pair<uint32_t, TorchOrderSpec>> pending_ GUARDED_BY(mu_);
+  std::map<uint32_t, std::unique_ptr<TorchOrderFollower>> followers_ GUARDED_BY(mu_);
   std::atomic<bool> following_{false};  // !followers_.empty(), read without mu_
+  // Started once under mu_ (listingStarted_), joined by the destructor.
   std::thread listing_;
 };
 

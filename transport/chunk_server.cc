@@ -37,21 +37,21 @@ void ChunkServer::start() {
 
 void ChunkServer::stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    cache::MutexLock lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.notifyAll();
   for (auto& t : threads_) t.join();
   threads_.clear();
 }
 
 bool ChunkServer::submit(Task task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    cache::MutexLock lock(mu_);
     if (stop_ || queue_.size() >= cfg_.maxQueuedServes) return false;
     queue_.push_back(std::move(task));
   }
-  cv_.notify_one();
+  cv_.notifyOne();
   return true;
 }
 
@@ -59,8 +59,8 @@ void ChunkServer::serveMain() {
   for (;;) {
     Task t;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      cache::MutexLock lock(mu_);
+      cv_.wait(mu_, [&]() REQUIRES(mu_) { return stop_ || !queue_.empty(); });
       if (stop_) return;
       t = std::move(queue_.front());
       queue_.pop_front();

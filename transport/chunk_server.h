@@ -12,13 +12,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "cache/mutex.h"
 #include "transport/cluster.h"
 #include "transport/peer_auth.h"
 #include "transport/wire_format.h"
@@ -80,10 +79,10 @@ class ChunkServer {
   const SendFn send_;
   std::atomic<uint64_t> chunksServed_{0};  // for the fault hook's EVERY
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
-  std::deque<Task> queue_;
+  cache::Mutex mu_;
+  cache::CondVar cv_;  // a task queued, or stop
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::deque<Task> queue_ GUARDED_BY(mu_);
   std::vector<std::thread> threads_;
 };
 

@@ -11,28 +11,28 @@ PlacementBuilder::PlacementBuilder(std::vector<FileBytes> files, unsigned replic
 
 PlacementBuilder::~PlacementBuilder() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    cache::MutexLock lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.notifyAll();
   thread_.join();
 }
 
 void PlacementBuilder::request(std::vector<Candidate> live, std::vector<uint64_t> capacityBytes,
                                uint64_t generation) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    cache::MutexLock lock(mu_);
     pending_ = Request{std::move(live), std::move(capacityBytes), generation};
   }
-  cv_.notify_one();
+  cv_.notifyOne();
 }
 
 void PlacementBuilder::run() {
   for (;;) {
     Request r;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || pending_.has_value(); });
+      cache::MutexLock lock(mu_);
+      cv_.wait(mu_, [&]() REQUIRES(mu_) { return stop_ || pending_.has_value(); });
       if (stop_) return;
       r = std::move(*pending_);
       pending_.reset();

@@ -9,15 +9,14 @@
 // (a build in progress finishes first).
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
+#include "cache/mutex.h"
 #include "transport/placement_table.h"
 
 namespace epochfs::transport {
@@ -45,10 +44,10 @@ class PlacementBuilder {
   const std::vector<FileBytes> files_;
   const unsigned replicas_;
   const Done done_;
-  std::mutex mu_;  // guards pending_ and stop_
-  std::condition_variable cv_;
-  std::optional<Request> pending_;
-  bool stop_ = false;
+  cache::Mutex mu_;
+  cache::CondVar cv_;  // a request, or stop
+  std::optional<Request> pending_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: starts once everything above exists
 };
 

@@ -10,7 +10,7 @@ std::shared_ptr<ReceiveBufferPool> ReceiveBufferPool::create(size_t maxIdleBytes
 
 cache::ChunkBuffer ReceiveBufferPool::acquire(size_t len) {
   if (len >= kMinPooledBytes) {
-    std::lock_guard<std::mutex> lock(mu_);
+    cache::MutexLock lock(mu_);
     // Newest first. Exact size: no resize at all. A larger one only within
     // 1/16 of `len`, so a short last chunk does not pin a full-size buffer.
     auto fits = [&](const cache::ChunkBuffer& b) {
@@ -37,7 +37,7 @@ cache::ChunkBuffer ReceiveBufferPool::acquire(size_t len) {
 void ReceiveBufferPool::release(cache::ChunkBuffer buffer) {
   const size_t bytes = buffer.capacity();
   if (bytes < kMinPooledBytes) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   if (idleBytes_ + bytes > maxIdleBytes_) return;  // freed on return, outside the bound
   idleBytes_ += bytes;
   idle_.push_back(std::move(buffer));
@@ -53,12 +53,12 @@ cache::ChunkRef ReceiveBufferPool::adopt(std::unique_ptr<cache::Chunk> chunk) {
 }
 
 size_t ReceiveBufferPool::idleBytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   return idleBytes_;
 }
 
 size_t ReceiveBufferPool::idleBuffers() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   return idle_.size();
 }
 

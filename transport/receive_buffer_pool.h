@@ -21,10 +21,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "cache/chunk.h"
+#include "cache/mutex.h"
 
 namespace epochfs::transport {
 
@@ -55,9 +55,9 @@ class ReceiveBufferPool : public std::enable_shared_from_this<ReceiveBufferPool>
   explicit ReceiveBufferPool(size_t maxIdleBytes) : maxIdleBytes_(maxIdleBytes) {}
 
   const size_t maxIdleBytes_;
-  mutable std::mutex mu_;
-  std::vector<cache::ChunkBuffer> idle_;  // guarded by mu_
-  size_t idleBytes_ = 0;                  // capacities of idle_, guarded by mu_
+  mutable cache::Mutex mu_;
+  std::vector<cache::ChunkBuffer> idle_ GUARDED_BY(mu_);
+  size_t idleBytes_ GUARDED_BY(mu_) = 0;  // capacities of idle_
   std::atomic<uint64_t> reused_{0}, allocated_{0};
 };
 

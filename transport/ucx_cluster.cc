@@ -88,9 +88,14 @@ void UcxCluster::startPlacement(std::vector<FileBytes> files) {
       [this](std::shared_ptr<const PlacementTable> t, uint64_t generation) {
         installTable(std::move(t), generation);
       });
-  std::unique_lock<std::shared_mutex> lock(liveMu_);  // fit() reads both
+  cache::WriterLock lock(liveMu_);  // fit() reads both
   datasetBytes_ = bytes;
   placer_ = std::move(placer);
+}
+
+PlacementBuilder* UcxCluster::placementStarted() const {
+  cache::ReaderLock lock(liveMu_);
+  return placer_.get();
 }
 
 void UcxCluster::setFiles(std::vector<FileBytes> files) {
@@ -271,10 +276,10 @@ void UcxCluster::progressMain(std::promise<Status>* ready) {
 
 void UcxCluster::tearDownWorker() {
   for (auto& [id, p] : pending_) {
-    std::lock_guard<std::mutex> lock(p->mu);
+    cache::MutexLock lock(p->mu);
     p->status = Status::unavailable("cluster stopping");
     p->done = true;
-    p->cv.notify_all();
+    p->cv.notifyAll();
   }
   pending_.clear();
   if (worker_ != nullptr) {
@@ -300,7 +305,7 @@ void UcxCluster::tearDownWorker() {
 
 void UcxCluster::post(Op op) {
   {
-    std::lock_guard<std::mutex> lock(opMu_);
+    cache::MutexLock lock(opMu_);
     ops_.push_back(std::move(op));
   }
   opsQueued_.store(true);
@@ -312,7 +317,7 @@ void UcxCluster::post(Op op) {
 void UcxCluster::drainOps() {
   std::deque<Op> ops;
   {
-    std::lock_guard<std::mutex> lock(opMu_);
+    cache::MutexLock lock(opMu_);
     ops.swap(ops_);
     opsQueued_.store(false);
   }
@@ -322,7 +327,7 @@ void UcxCluster::drainOps() {
     } else if (op.suspect >= 0) {
       markSuspect(*peers_[static_cast<size_t>(op.suspect)], Clock::now());
     } else if (op.files) {
-      if (placer_ != nullptr) continue;  // once
+      if (placementStarted()) continue;  // once
       startPlacement(std::move(*op.files));
       recomputeLive();  // asks the new placer for the current live set's table
     } else {
@@ -374,11 +379,11 @@ void UcxCluster::complete(const std::shared_ptr<Pending>& p, Status s) {
     Peer& peer = *peers_[p->peer];
     if (peer.inFlight > 0) --peer.inFlight;
   }
-  std::lock_guard<std::mutex> lock(p->mu);
+  cache::MutexLock lock(p->mu);
   if (p->done) return;
   p->status = std::move(s);
   p->done = true;
-  p->cv.notify_all();
+  p->cv.notifyAll();
 }
 
 UcxCluster::Peer* UcxCluster::peerByEp(ucp_ep_h ep) {

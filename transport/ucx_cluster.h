@@ -12,23 +12,22 @@
 // - ChunkServer's serve threads answer peers: ServeFn (may read the source),
 //   sign, and hand the reply to the progress thread. Their queue is bounded.
 // - Placement reads the live view under liveMu_ (shared).
-// Lock order: none nests except Pending::mu inside nothing; opMu_, liveMu_,
-// infoMu_ are leaf locks.
+// Lock order: peers() takes infoMu_ inside liveMu_ (shared); no other lock
+// nests. Pending::mu, opMu_ are leaf locks.
 #pragma once
 
 #include <sys/socket.h>
 #include <ucp/api/ucp.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <future>
 #include <map>
-#include <mutex>
-#include <shared_mutex>
 #include <thread>
 #include <unordered_map>
 
+#include "cache/mutex.h"
+#include "cache/shared_mutex.h"
 #include "transport/chunk_server.h"
 #include "transport/cluster.h"
 #include "transport/peer_auth.h"
@@ -91,9 +90,10 @@ class UcxCluster final : public Cluster {
     std::atomic<uint64_t> macFailures{0}, checksumFailures{0}, fetchRefused{0};
     std::atomic<uint64_t> suspectCount{0};
     std::atomic<int64_t> suspectUntilMs{0};  // suspectUntil for peers(), steady-clock ms
-    std::string lastError;                   // guarded by infoMu_
-    // Times of recent bad replies, and whether a suspicion is queued for the
-    // progress thread; guarded by infoMu_.
+    // Guarded by the cluster's infoMu_ (which the analysis cannot name from
+    // this struct): the last error, the times of recent bad replies, and
+    // whether a suspicion is queued for the progress thread.
+    std::string lastError;
     std::deque<Clock::time_point> badReplies;
     bool suspectQueued = false;
   };
@@ -111,9 +111,11 @@ class UcxCluster final : public Cluster {
   };
 
   struct Pending {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
+    cache::Mutex mu;
+    cache::CondVar cv;  // done
+    bool done GUARDED_BY(mu) = false;
+    // Written before `done` is set and read after it is seen: setting and
+    // seeing `done` under mu orders them (so not annotated).
     cache::Status status;
     wire::Reply reply;
     cache::ChunkBuffer data;
@@ -154,7 +156,9 @@ class UcxCluster final : public Cluster {
   void setState(Peer& p, State s);
   void recomputeLive();
   // Makes placer_ over `files` (progress thread, or the constructor).
-  void startPlacement(std::vector<FileBytes> files);
+  void startPlacement(std::vector<FileBytes> files) EXCLUDES(liveMu_);
+  // placer_, or null before there are files (progress thread).
+  PlacementBuilder* placementStarted() const EXCLUDES(liveMu_);
   // Called by placer_ with the table built for live-set `generation`.
   void installTable(std::shared_ptr<const PlacementTable> table, uint64_t generation);
   void complete(const std::shared_ptr<Pending>& p, cache::Status s);
@@ -220,25 +224,29 @@ class UcxCluster final : public Cluster {
   std::vector<void*> closing_;
   std::thread progress_;
 
-  std::mutex opMu_;
-  std::deque<Op> ops_;
+  cache::Mutex opMu_;
+  std::deque<Op> ops_ GUARDED_BY(opMu_);
   std::atomic<bool> opsQueued_{false};  // ops_ is not empty (read without opMu_)
   std::atomic<bool> sleeping_{false};   // the progress thread is in (or entering) epoll_wait
 
   std::unique_ptr<ChunkServer> server_;  // after peers_: its stats live there
 
-  mutable std::shared_mutex liveMu_;
-  std::vector<Candidate> live_;
-  // Bounded-load placement over cfg_.files: null without them, and while the
+  mutable cache::SharedMutex liveMu_;
+  std::vector<Candidate> live_ GUARDED_BY(liveMu_);
+  // Bounded-load placement over the files: null without them, and while the
   // table of the current live set is being built (plain rendezvous then).
-  std::shared_ptr<const PlacementTable> table_;
-  uint64_t liveCapacity_ = 0;
-  bool liveCapacityKnown_ = false;            // every live member announced its capacity
-  uint64_t datasetBytes_ = 0;                 // of cfg_.files
-  uint64_t liveGeneration_ = 0;               // +1 per live-set change; names the table wanted
-  std::unique_ptr<PlacementBuilder> placer_;  // null without cfg_.files
+  std::shared_ptr<const PlacementTable> table_ GUARDED_BY(liveMu_);
+  uint64_t liveCapacity_ GUARDED_BY(liveMu_) = 0;
+  // Every live member announced its capacity.
+  bool liveCapacityKnown_ GUARDED_BY(liveMu_) = false;
+  uint64_t datasetBytes_ GUARDED_BY(liveMu_) = 0;  // of the files placed
+  // +1 per live-set change; names the table wanted.
+  uint64_t liveGeneration_ GUARDED_BY(liveMu_) = 0;
+  // Null until there are files (ClusterConfig::files or setFiles); set on the
+  // progress thread, which alone reads it without the lock.
+  std::unique_ptr<PlacementBuilder> placer_ GUARDED_BY(liveMu_);
 
-  mutable std::mutex infoMu_;
+  mutable cache::Mutex infoMu_;  // the Peer fields that say so
 };
 
 }  // namespace epochfs::transport

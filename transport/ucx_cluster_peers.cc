@@ -52,7 +52,7 @@ void UcxCluster::peerFailed(Peer& p, State next, const std::string& why) {
 
 void UcxCluster::markSuspect(Peer& p, Clock::time_point now) {
   {
-    std::lock_guard<std::mutex> lock(infoMu_);
+    cache::MutexLock lock(infoMu_);
     p.suspectQueued = false;
     p.badReplies.clear();
   }
@@ -84,7 +84,7 @@ void UcxCluster::noteBadReply(Peer& p, const std::string& why) {
   const auto now = Clock::now();
   bool suspect = false;
   {
-    std::lock_guard<std::mutex> lock(infoMu_);
+    cache::MutexLock lock(infoMu_);
     p.lastError = why;
     p.badReplies.push_back(now);
     while (!p.badReplies.empty() && now - p.badReplies.front() > cfg_.failureWindow) {
@@ -116,10 +116,11 @@ void UcxCluster::recomputeLive() {
   }
   // Weighted by capacity when every live member announced one, else equal.
   for (auto& c : live) c.weight = allKnown ? c.weight / 1073741824.0 : 1.0;
-  const std::vector<Candidate> forTable = placer_ ? live : std::vector<Candidate>{};
+  PlacementBuilder* const placer = placementStarted();
+  const std::vector<Candidate> forTable = placer ? live : std::vector<Candidate>{};
   uint64_t generation = 0;
   {
-    std::unique_lock<std::shared_mutex> lock(liveMu_);
+    cache::WriterLock lock(liveMu_);
     live_ = std::move(live);
     liveCapacity_ = liveCapacity;
     liveCapacityKnown_ = allKnown;
@@ -128,8 +129,8 @@ void UcxCluster::recomputeLive() {
     // rendezvous until the new one is built (placement_builder.h).
     table_.reset();
   }
-  if (placer_) {
-    placer_->request(forTable, std::move(capacities), generation);
+  if (placer) {
+    placer->request(forTable, std::move(capacities), generation);
   } else if (cfg_.onPlacementChange) {
     cfg_.onPlacementChange();
   }
@@ -137,19 +138,20 @@ void UcxCluster::recomputeLive() {
 
 void UcxCluster::installTable(std::shared_ptr<const PlacementTable> table, uint64_t generation) {
   size_t live = 0;
-  uint64_t capacity = 0;
+  uint64_t capacity = 0, datasetBytes = 0;
   {
-    std::unique_lock<std::shared_mutex> lock(liveMu_);
+    cache::WriterLock lock(liveMu_);
     if (generation != liveGeneration_) return;  // the live set changed again: a newer one comes
     live = live_.size();
     capacity = liveCapacity_;
+    datasetBytes = datasetBytes_;
     table_ = table;
   }
   if (!table->fits() && live > 1) {
     spdlog::warn(
         "cluster: the dataset ({} MiB x {} replicas) does not fit {:.0f} % of the live "
         "members' capacity ({} MiB): owned chunks will be evicted and re-read",
-        datasetBytes_ >> 20, cfg_.replicas, PlacementTable::kFill * 100, capacity >> 20);
+        datasetBytes >> 20, cfg_.replicas, PlacementTable::kFill * 100, capacity >> 20);
   }
   if (cfg_.onPlacementChange) cfg_.onPlacementChange();
 }
@@ -211,12 +213,12 @@ int UcxCluster::nextTimeoutMs(Clock::time_point now) const {
 }
 
 void UcxCluster::setLastError(Peer& p, const std::string& why) {
-  std::lock_guard<std::mutex> lock(infoMu_);
+  cache::MutexLock lock(infoMu_);
   p.lastError = why;
 }
 
 bool UcxCluster::ownedElsewhere(uint64_t fileId) const {
-  std::shared_lock<std::shared_mutex> lock(liveMu_);
+  cache::ReaderLock lock(liveMu_);
   if (live_.size() <= 1) return false;
   if (table_ != nullptr) {
     if (const uint32_t* o = table_->ownersOf(fileId)) {
@@ -228,13 +230,13 @@ bool UcxCluster::ownedElsewhere(uint64_t fileId) const {
 }
 
 std::vector<uint32_t> UcxCluster::owners(uint64_t fileId) const {
-  std::shared_lock<std::shared_mutex> lock(liveMu_);
+  cache::ReaderLock lock(liveMu_);
   if (table_ != nullptr && table_->contains(fileId)) return table_->owners(fileId);
   return rendezvousOwners(fileId, live_, cfg_.replicas);
 }
 
 Cluster::Fit UcxCluster::fit() const {
-  std::shared_lock<std::shared_mutex> lock(liveMu_);
+  cache::ReaderLock lock(liveMu_);
   Fit f;
   f.replicas = cfg_.replicas;
   f.liveCapacityBytes = liveCapacity_;
@@ -250,8 +252,8 @@ Cluster::Fit UcxCluster::fit() const {
 
 std::vector<PeerInfo> UcxCluster::peers() const {
   std::vector<PeerInfo> out;
-  std::shared_lock<std::shared_mutex> live(liveMu_);
-  std::lock_guard<std::mutex> lock(infoMu_);
+  cache::ReaderLock live(liveMu_);
+  cache::MutexLock lock(infoMu_);
   for (const auto& p : peers_) {
     PeerInfo i;
     i.id = p->member.id;

@@ -393,10 +393,10 @@ Result<cache::ChunkRef> UcxCluster::fetchFrom(uint32_t node, const cache::FileId
   op.fetch = p;
   post(std::move(op));
   {
-    std::unique_lock<std::mutex> lock(p->mu);
+    cache::MutexLock lock(p->mu);
     // The progress thread enforces the deadline; the margin is a backstop.
-    if (!p->cv.wait_until(lock, deadline + std::chrono::milliseconds(250),
-                          [&] { return p->done; })) {
+    if (!p->cv.waitUntil(p->mu, deadline + std::chrono::milliseconds(250),
+                         [&]() REQUIRES(p->mu) { return p->done; })) {
       peer.timeouts.fetch_add(1, std::memory_order_relaxed);
       return Status::timedOut("peer " + peer.member.address() + " did not answer in time");
     }

@@ -138,7 +138,7 @@ void NamespaceRefresher::compareDirs(const DatasetNamespace& fresh, Ino oldDir, 
 }
 
 cache::Result<RefreshReport> NamespaceRefresher::refresh() {
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   const auto t0 = std::chrono::steady_clock::now();
   if (!snapshot_) return cache::Status::invalidArgument("this mount cannot re-snapshot its source");
   auto fresh = snapshot_();

@@ -21,11 +21,11 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "cache/chunk_cache.h"
+#include "cache/mutex.h"
 #include "cache/status.h"
 #include "fusefs/dataset_namespace.h"
 
@@ -64,7 +64,7 @@ class NamespaceRefresher {
   NamespaceRefresher(DatasetNamespace& live, cache::ChunkCache& cache, Snapshot snapshot,
                      Changed changed = {});
 
-  cache::Result<RefreshReport> refresh();
+  cache::Result<RefreshReport> refresh() EXCLUDES(mu_);
 
   uint64_t version() const { return version_.load(); }
   uint64_t refreshes() const { return refreshes_.load(); }
@@ -73,8 +73,8 @@ class NamespaceRefresher {
 
  private:
   void compareDirs(const DatasetNamespace& fresh, DatasetNamespace::Ino oldDir,
-                   DatasetNamespace::Ino newDir, RefreshReport& r);
-  void markGone(DatasetNamespace::Ino ino, RefreshReport& r);
+                   DatasetNamespace::Ino newDir, RefreshReport& r) REQUIRES(mu_);
+  void markGone(DatasetNamespace::Ino ino, RefreshReport& r) REQUIRES(mu_);
   static uint64_t subtreeSize(const DatasetNamespace& ns, DatasetNamespace::Ino ino);
   static void list(std::vector<std::string>& v, const std::string& path, RefreshReport& r);
 
@@ -82,8 +82,8 @@ class NamespaceRefresher {
   cache::ChunkCache& cache_;
   const Snapshot snapshot_;
   const Changed changed_;
-  bool touched_ = false;  // this refresh set an attribute or added entries (guarded by mu_)
-  std::mutex mu_;         // one refresh at a time
+  cache::Mutex mu_;                       // one refresh at a time
+  bool touched_ GUARDED_BY(mu_) = false;  // this refresh set an attribute or added entries
   std::atomic<uint64_t> version_{1};
   std::atomic<uint64_t> refreshes_{0};
   std::atomic<uint64_t> pending_{0};

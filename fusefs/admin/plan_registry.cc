@@ -9,17 +9,17 @@ namespace epochfs::fusefs {
 using nlohmann::json;
 
 void PlanRegistry::set(std::shared_ptr<const prefetch::AccessPlan> plan) {
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   plans_[{plan->job(), plan->rank()}] = std::move(plan);
 }
 
 void PlanRegistry::clear(uint32_t job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   std::erase_if(plans_, [job](const auto& kv) { return kv.first.first == job; });
 }
 
 json PlanRegistry::summary(uint32_t job) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   json out = json::array();
   for (const auto& [key, p] : plans_) {
     if (key.first != job) continue;
@@ -35,7 +35,7 @@ json PlanRegistry::summary(uint32_t job) const {
 json PlanRegistry::page(uint32_t job, int rank, uint64_t offset) const {
   std::shared_ptr<const prefetch::AccessPlan> p;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    cache::MutexLock lock(mu_);
     auto it = plans_.find({job, rank});
     if (it == plans_.end()) {
       throw AdminError::notFound("no order registered for rank " + std::to_string(rank));

@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "cache/mutex.h"
 #include "prefetch/access_plan.h"
 
 namespace epochfs::fusefs {
@@ -34,8 +34,9 @@ class PlanRegistry {
   nlohmann::json page(uint32_t job, int rank, uint64_t offset) const;
 
  private:
-  mutable std::mutex mu_;  // guards plans_
-  std::map<std::pair<uint32_t, int>, std::shared_ptr<const prefetch::AccessPlan>> plans_;
+  mutable cache::Mutex mu_;
+  std::map<std::pair<uint32_t, int>, std::shared_ptr<const prefetch::AccessPlan>> plans_
+      GUARDED_BY(mu_);
 };
 
 }  // namespace epochfs::fusefs

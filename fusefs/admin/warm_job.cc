@@ -42,7 +42,7 @@ void WarmJob::work() {
     for (uint32_t c = 0; c < chunks && !cancel_.load(std::memory_order_relaxed); ++c) {
       auto r = cache_.get(path, id, c);
       if (!r.isOk()) {
-        std::lock_guard<std::mutex> lock(errorMu_);
+        cache::MutexLock lock(errorMu_);
         if (firstError_.empty()) firstError_ = path + ": " + r.status().toString();
         failed = true;
         break;
@@ -75,7 +75,7 @@ WarmJob::Progress WarmJob::progress() const {
       std::chrono::duration_cast<std::chrono::nanoseconds>(startedAt_.time_since_epoch()).count();
   p.seconds =
       static_cast<double>((p.done && finished ? finished : cache::steadyNowNs()) - started) / 1e9;
-  std::lock_guard<std::mutex> lock(errorMu_);
+  cache::MutexLock lock(errorMu_);
   p.firstError = firstError_;
   return p;
 }

@@ -11,12 +11,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cache/chunk_cache.h"
+#include "cache/mutex.h"
 #include "fusefs/dataset_namespace.h"
 
 namespace epochfs::fusefs {
@@ -62,8 +62,8 @@ class WarmJob {
   std::atomic<unsigned> running_{0};
   std::atomic<bool> cancel_{false};
   std::atomic<int64_t> finishedNs_{0};  // steady-clock ns when the last worker ended
-  mutable std::mutex errorMu_;          // guards firstError_
-  std::string firstError_;
+  mutable cache::Mutex errorMu_;
+  std::string firstError_ GUARDED_BY(errorMu_);
   std::vector<std::thread> workers_;
 };
 

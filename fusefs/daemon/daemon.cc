@@ -448,6 +448,7 @@ Status Daemon::start() {
     // A mount whose connection ended meanwhile is let go; the others serve.
     Status last = Status::ok();
     size_t resumed = 0;
+    cache::MutexLock joining(joinMu_);  // a join over the socket takes ids too
     for (HeldMount m : supervision_->resume) {
       const uint32_t id = m.mountpoint == options_.mountpoint ? 0 : nextMountId_++;
       if (id == 0) m.allowOther = options_.allowOther, m.order = options_.torchOrderText;

@@ -12,7 +12,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -21,6 +20,7 @@
 
 #include "cache/chunk_cache.h"
 #include "cache/chunk_store.h"
+#include "cache/mutex.h"
 #include "cache/posix_source.h"
 #include "cache/ram_tier.h"
 #include "fusefs/admin/admin_commands.h"
@@ -137,7 +137,7 @@ class Daemon {
   std::optional<Supervision> supervision_;
   bool namespaceChanged_ = false;
   std::string namespaceSource_;
-  std::mutex publishMu_;  // one publishNamespace() (and keepNamespace()) at a time
+  cache::Mutex publishMu_;  // one publishNamespace() (and keepNamespace()) at a time
   // A refresh changed the namespace since the mount (publishNamespace encodes
   // it again instead of handing over exchange_'s image).
   std::atomic<bool> refreshedSinceStart_{false};
@@ -190,12 +190,12 @@ class Daemon {
   cache::Lease advisorLease_;  // prefetcher_ lent to ram_ (EvictionAdvisor); ends before it goes
   // Every mount this daemon serves: the first, and those that joined.
   std::unique_ptr<MountSet> mounts_ = std::make_unique<MountSet>();
-  std::mutex joinMu_;       // one join at a time
+  cache::Mutex joinMu_;     // one join at a time
   std::string socketPath_;  // mount 0's (the daemon's first) admin socket
   // The admin sockets of the mounts after the first, by mount id (their jobs).
-  std::mutex socketsMu_;
-  std::map<uint32_t, std::unique_ptr<AdminServer>> mountSockets_;
-  uint32_t nextMountId_ = 1;                // guarded by joinMu_
+  cache::Mutex socketsMu_;
+  std::map<uint32_t, std::unique_ptr<AdminServer>> mountSockets_ GUARDED_BY(socketsMu_);
+  uint32_t nextMountId_ GUARDED_BY(joinMu_) = 1;
   std::optional<DaemonRegistry> registry_;  // set when other mounts may join
   // Zero-change mode: each mount's --order torch-distributed (mount 0's from
   // the options, a joined one's from its join), the samples listed once.

@@ -58,7 +58,7 @@ Status Daemon::serveMount(uint32_t id, const HeldMount& m, bool resume) {
     Status st = server->start(*path);
     if (!st.isOk()) return st;
     fc.adminSocketPath = *path;
-    std::lock_guard<std::mutex> lock(socketsMu_);
+    cache::MutexLock lock(socketsMu_);
     mountSockets_[id] = std::move(server);
   }
   if (resume) {
@@ -108,7 +108,7 @@ json Daemon::mountStats(uint32_t id) const {
 void Daemon::forgetMount(uint32_t id) {
   std::unique_ptr<AdminServer> gone;
   {
-    std::lock_guard<std::mutex> lock(socketsMu_);
+    cache::MutexLock lock(socketsMu_);
     auto it = mountSockets_.find(id);
     if (it == mountSockets_.end()) return;
     gone = std::move(it->second);
@@ -135,7 +135,7 @@ Status Daemon::join(const std::string& mountpoint, bool allowOther, std::optiona
   if (!order.empty() && !parseTorchOrder(order).isOk()) {
     return Status::invalidArgument("--order: " + parseTorchOrder(order).status().message());
   }
-  std::lock_guard<std::mutex> lock(joinMu_);
+  cache::MutexLock lock(joinMu_);
   if (mounts_->stopping()) return Status::unavailable("the daemon is stopping");
   if (mounts_->serves(mountpoint)) {
     return Status::invalidArgument(mountpoint + " is already mounted by this daemon");
@@ -179,7 +179,7 @@ int Daemon::run() {
   admin_.stop();
   std::map<uint32_t, std::unique_ptr<AdminServer>> sockets;
   {
-    std::lock_guard<std::mutex> lock(socketsMu_);
+    cache::MutexLock lock(socketsMu_);
     sockets.swap(mountSockets_);
   }
   for (auto& [id, server] : sockets) server->stop();

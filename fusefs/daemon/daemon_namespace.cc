@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
-#include <mutex>
 #include <utility>
 
 #include "fusefs/daemon/daemon.h"
@@ -137,14 +136,14 @@ cache::Result<DatasetNamespace> Daemon::loadNamespace() {
 
 void Daemon::keepNamespace() {
   if (!namespaceStore_ || !namespace_) return;
-  std::lock_guard<std::mutex> lock(publishMu_);
+  cache::MutexLock lock(publishMu_);
   Status s = namespaceStore_->save(*namespace_);
   if (!s.isOk()) spdlog::warn("cannot keep the namespace: {}", s.message());
 }
 
 void Daemon::publishNamespace() {
   if (!supervision_ || !supervision_->sendNamespace || !namespace_) return;
-  std::lock_guard<std::mutex> lock(publishMu_);
+  cache::MutexLock lock(publishMu_);
   // Until a refresh changes it, the namespace is the image the exchange holds
   // (walked here or received): handed over as it is, not encoded twice.
   if (exchange_ && !refreshedSinceStart_) {

@@ -6,10 +6,10 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
+
+#include "cache/mutex.h"
 
 namespace epochfs::fusefs {
 
@@ -25,9 +25,9 @@ class PeriodicThread {
   void stop();
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;  // guarded by mu_
+  cache::Mutex mu_;
+  cache::CondVar cv_;  // with mu_: stopping_ set
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -60,7 +60,7 @@ std::string S3Dataset::datasetKey() const {
 }
 
 Result<DatasetNamespace> S3Dataset::snapshot() {
-  std::lock_guard<std::mutex> lock(snapshotMu_);
+  cache::MutexLock lock(snapshotMu_);
   const std::string where = "s3://" + options_.bucket + "/" + options_.prefix;
   auto listed = client_->listAll(options_.prefix, kListThreads);
   if (!listed.isOk()) return listed.status().withContext(where);
@@ -88,7 +88,7 @@ Result<DatasetNamespace> S3Dataset::snapshot() {
   records.clear();
   logSkips(tree.skips, where);
   {
-    std::lock_guard<std::mutex> skipsLock(skipsMu_);
+    cache::MutexLock skipsLock(skipsMu_);
     skips_ = tree.skips;
   }
   auto ns = DatasetNamespace::fromEntries(std::move(tree.entries), tree.rootAttr);
@@ -104,7 +104,7 @@ json S3Dataset::status() const {
   const s3::S3ClientStats st = client_->stats();
   ObjectTreeSkips skips;
   {
-    std::lock_guard<std::mutex> lock(skipsMu_);
+    cache::MutexLock lock(skipsMu_);
     skips = skips_;
   }
   return {{"endpoint", endpointUrl_},

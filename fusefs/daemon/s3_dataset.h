@@ -12,11 +12,11 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
+#include "cache/mutex.h"
 #include "cache/status.h"
 #include "fusefs/daemon/mount_options.h"
 #include "fusefs/dataset_namespace.h"
@@ -59,9 +59,9 @@ class S3Dataset {
   bool signed_ = false;
   std::unique_ptr<transport::s3::S3Client> client_;
   std::unique_ptr<transport::s3::S3Source> source_;
-  std::mutex snapshotMu_;       // one snapshot at a time
-  mutable std::mutex skipsMu_;  // guards skips_
-  ObjectTreeSkips skips_;
+  cache::Mutex snapshotMu_;  // one snapshot at a time
+  mutable cache::Mutex skipsMu_;
+  ObjectTreeSkips skips_ GUARDED_BY(skipsMu_);
   std::atomic<uint64_t> listings_{0};
   uid_t uid_ = 0;
   gid_t gid_ = 0;

@@ -18,14 +18,14 @@ void S3Source::setVersions(Versions v) {
           v.end());
   v.shrink_to_fit();
   auto table = std::make_shared<const Versions>(std::move(v));
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   versions_ = std::move(table);
 }
 
 size_t S3Source::versionCount() const { return versions()->size(); }
 
 std::shared_ptr<const S3Source::Versions> S3Source::versions() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  cache::MutexLock lock(mu_);
   return versions_;
 }
 

@@ -13,11 +13,11 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "cache/mutex.h"
 #include "cache/source.h"
 #include "transport/s3/etag.h"
 #include "transport/s3/s3_client.h"
@@ -51,8 +51,8 @@ class S3Source : public cache::Source {
 
   S3Client& client_;
   const std::string prefix_;
-  mutable std::mutex mu_;  // guards versions_ (the pointer, not the table)
-  std::shared_ptr<const Versions> versions_;
+  mutable cache::Mutex mu_;
+  std::shared_ptr<const Versions> versions_ GUARDED_BY(mu_);  // the pointer, not the table
 };
 
 }  // namespace epochfs::transport::s3

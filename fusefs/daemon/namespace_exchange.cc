@@ -343,6 +343,9 @@ Result<DatasetNamespace> NamespaceExchange::walkHere(const Walk& walk, const Pub
     state_ = Manifest::kWaiting;
     return ns.status();
   }
+  // The listing is done; encoding the image is the last phase without
+  // progress of its own (seconds at 10 M files, within the bound).
+  walkProgress_.fetch_add(1, std::memory_order_relaxed);
   if (Status s = hold(*ns, publish); !s.isOk()) {
     spdlog::warn("namespace: cannot serve it to the other members ({}); they will walk",
                  s.message());

@@ -109,14 +109,7 @@ class ClusterMountTest : public MountTest {
 
   bool startClusterOnce(int n, uint64_t ramBytes, const std::vector<std::string>& extra,
                         int wrongSecretNode, bool mayRetry, bool* portTaken) {
-    std::string peers;
-    ports_.clear();
-    for (int i = 0; i < n; ++i) {
-      ports_.push_back(freeLoopbackPort());
-      if (i > 0) peers += ',';
-      peers += "127.0.0.1:";
-      peers += std::to_string(ports_.back());
-    }
+    const std::string peers = pickPorts(n);
     const std::string wrong = root_ + "/wrong-secret";
     writeFile(wrong, "another-jobs-secret-9876543210", 0600);
     for (int i = 0; i < n; ++i) {
@@ -140,6 +133,19 @@ class ClusterMountTest : public MountTest {
     }
     if (wrongSecretNode >= 0) return true;
     return everyNodeSeesLive(n, std::chrono::seconds(15));
+  }
+
+  // Fresh loopback ports for n members (ports_); returns the --peers list.
+  std::string pickPorts(int n) {
+    std::string peers;
+    ports_.clear();
+    for (int i = 0; i < n; ++i) {
+      ports_.push_back(freeLoopbackPort());
+      if (i > 0) peers += ',';
+      peers += "127.0.0.1:";
+      peers += std::to_string(ports_.back());
+    }
+    return peers;
   }
 
   // Node i's options: the members, its listen address, the secret file, its

@@ -83,14 +83,7 @@ class NamespaceExchangeTest : public ClusterMountTest {
   // other); returns each one's result.
   std::vector<ProcResult> startAtOnce(int n, uint64_t ramBytes,
                                       const std::vector<std::string>& extra) {
-    std::string peers;
-    ports_.clear();
-    for (int i = 0; i < n; ++i) {
-      ports_.push_back(freeLoopbackPort());
-      if (i > 0) peers += ',';
-      peers += "127.0.0.1:";
-      peers += std::to_string(ports_.back());
-    }
+    const std::string peers = pickPorts(n);
     std::vector<ProcResult> results(static_cast<size_t>(n));
     std::vector<std::thread> starts;
     mnts_.clear();

@@ -10,6 +10,7 @@ import configparser
 import hashlib
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -205,6 +206,17 @@ def upload(s3, bucket, items, threads=8):
 
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         return dict(pool.map(put, items.items()))
+
+
+def upload_image_folder(s3, bucket, prefix, objects, classes, seed, mu, sigma, smallest, largest):
+    """PUTs `objects` random objects PREFIX/classNN/imgNNNN.JPEG, sizes log-normal(mu, sigma)
+    clamped to [smallest, largest]; returns {path under PREFIX: (size, sha256 hex)}."""
+    rng = random.Random(seed)
+    items = {"%s/class%02d/img%04d.JPEG" % (prefix, i % classes, i):
+             os.urandom(int(min(largest, max(smallest, rng.lognormvariate(mu, sigma)))))
+             for i in range(objects)}
+    done = upload(s3, bucket, items)
+    return {k[len(prefix) + 1:]: v for k, v in done.items()}
 
 
 def upload_large(s3, bucket, key, data, part=16 * MiB):

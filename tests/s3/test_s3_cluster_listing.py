@@ -12,7 +12,6 @@ without the fixture, boto3 or /dev/fuse.
 """
 
 import os
-import random
 import socket
 import sys
 import threading
@@ -41,12 +40,9 @@ class S3ClusterListing(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.fx, cls.s3, cls.bucket = sup.open_bucket("cluster")
-        rng = random.Random(37)
-        items = {"%s/class%02d/img%04d.JPEG" % (PREFIX, i % 15, i):
-                 os.urandom(int(min(300e3, max(2e3, rng.lognormvariate(9.5, 1.0)))))
-                 for i in range(OBJECTS)}
-        done = sup.upload(cls.s3, cls.bucket, items)
-        cls.expected = {k[len(PREFIX) + 1:]: v for k, v in done.items()}
+        cls.expected = sup.upload_image_folder(cls.s3, cls.bucket, PREFIX, OBJECTS, classes=15,
+                                               seed=37, mu=9.5, sigma=1.0, smallest=2e3,
+                                               largest=300e3)
         cls.tmp = sup.make_tmp("cluster")
         cls.source = "s3://%s/%s" % (cls.bucket, PREFIX)
         cls.secret = os.path.join(cls.tmp, "secret")

@@ -33,12 +33,9 @@ class S3SharedDaemon(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.fx, cls.s3, cls.bucket = sup.open_bucket("shared")
-        rng = random.Random(36)
-        items = {"%s/class%02d/img%04d.JPEG" % (PREFIX, i % 12, i):
-                 os.urandom(int(min(300e3, max(20e3, rng.lognormvariate(11.6, 0.4)))))
-                 for i in range(OBJECTS)}
-        done = sup.upload(cls.s3, cls.bucket, items)
-        cls.expected = {k[len(PREFIX) + 1:]: v for k, v in done.items()}
+        cls.expected = sup.upload_image_folder(cls.s3, cls.bucket, PREFIX, OBJECTS, classes=12,
+                                               seed=36, mu=11.6, sigma=0.4, smallest=20e3,
+                                               largest=300e3)
         cls.tmp = sup.make_tmp("shared")
         cls.source = "s3://%s/%s" % (cls.bucket, PREFIX)
         cls.second_key = None

@@ -125,7 +125,8 @@ class Cluster : public cache::PeerSource {
   virtual const ClusterConfig& config() const = 0;
   // Placement over `files` from now on, for a cluster started without them
   // (ClusterConfig::files empty: the namespace comes from a peer after the
-  // cluster is up). Once; a later call is ignored.
+  // cluster is up). Once; a later call is ignored. fit().ready is false until
+  // the table over them for the live set is built.
   virtual void setFiles(std::vector<FileBytes> files) = 0;
   // Chunk `index` of file `id` from member `node` itself, whoever owns it
   // (the namespace's transfer down its tree). Same checks as fetch(); blocks

@@ -99,6 +99,7 @@ PlacementBuilder* UcxCluster::placementStarted() const {
 }
 
 void UcxCluster::setFiles(std::vector<FileBytes> files) {
+  filesPending_.store(true);
   Op op;
   op.files = std::make_shared<std::vector<FileBytes>>(std::move(files));
   post(std::move(op));
@@ -330,6 +331,7 @@ void UcxCluster::drainOps() {
       if (placementStarted()) continue;  // once
       startPlacement(std::move(*op.files));
       recomputeLive();  // asks the new placer for the current live set's table
+      filesPending_.store(false);
     } else {
       sendReply(op);
     }

@@ -227,7 +227,9 @@ class UcxCluster final : public Cluster {
   cache::Mutex opMu_;
   std::deque<Op> ops_ GUARDED_BY(opMu_);
   std::atomic<bool> opsQueued_{false};  // ops_ is not empty (read without opMu_)
-  std::atomic<bool> sleeping_{false};   // the progress thread is in (or entering) epoll_wait
+  // setFiles() posted files the progress thread has not placed yet (fit().ready false).
+  std::atomic<bool> filesPending_{false};
+  std::atomic<bool> sleeping_{false};  // the progress thread is in (or entering) epoll_wait
 
   std::unique_ptr<ChunkServer> server_;  // after peers_: its stats live there
 

@@ -241,7 +241,7 @@ Cluster::Fit UcxCluster::fit() const {
   f.replicas = cfg_.replicas;
   f.liveCapacityBytes = liveCapacity_;
   f.datasetBytes = datasetBytes_;
-  f.ready = placer_ == nullptr || table_ != nullptr;
+  f.ready = !filesPending_.load() && (placer_ == nullptr || table_ != nullptr);
   // Known without waiting for the table.
   if (placer_ != nullptr && live_.size() > 1) {
     f.fits =

@@ -249,8 +249,16 @@ Status Daemon::startCluster() {
       if (x == nullptr) return Status::notFound("this member does not serve its namespace");
       return x->serve(id, index);
     }
-    if (!namespaceReady_.load(std::memory_order_acquire)) {
-      return Status::unavailable("this member has no namespace yet");
+    // Up (and so live to the others) before its namespace comes: a request
+    // then waits for it, within the asker's deadline, rather than sending
+    // the asker to the source (the file would be read twice).
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(options_.peerTimeoutMs * 3 / 4);
+    while (!namespaceReady_.load(std::memory_order_acquire)) {
+      if (std::chrono::steady_clock::now() >= until) {
+        return Status::unavailable("this member has no namespace yet");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     const DatasetNamespace::Ino ino = fileIndex_->find(id.fileId);
     if (ino == 0) return Status::notFound("no such file in this dataset");

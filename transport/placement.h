@@ -10,6 +10,12 @@
 
 namespace epochfs::transport {
 
+// A live member as placement sees it.
+struct LiveMember {
+  uint32_t id = 0;
+  uint64_t capacityBytes = 0;  // 0: not announced
+};
+
 struct Candidate {
   uint32_t nodeId = 0;
   double weight = 1.0;  // relative capacity; > 0

@@ -1,12 +1,11 @@
-// UcxCluster: setup, the progress loop, connections and endpoints. Peer
-// state and timers: ucx_cluster_peers.cc; the AM protocol (handshake,
-// requests, replies): ucx_cluster_protocol.cc; serving: chunk_server.cc.
+// UcxCluster: construction, the UCX context, worker and listener, and
+// teardown. The progress loop and endpoints: ucx_cluster_loop.cc; the active
+// messages: ucx_cluster_protocol.cc; the callers' side: ucx_cluster_fetch.cc.
 #include "transport/ucx_cluster.h"
 
 #include <netdb.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,56 +52,43 @@ Result<std::unique_ptr<Cluster>> Cluster::start(const ClusterConfig& config, Ser
 
 UcxCluster::UcxCluster(const ClusterConfig& config, ServeFn serve)
     : cfg_(config),
-      integrity_(config.macPayloads ? wire::Integrity::kMac : wire::Integrity::kChecksum),
+      session_{config.secret, config.selfId, static_cast<uint32_t>(config.members.size()),
+               config.capacityBytes,
+               config.macPayloads ? wire::Integrity::kMac : wire::Integrity::kChecksum},
+      requests_(config.members.size(), config.maxInFlightPerPeer),
       receivePool_(ReceiveBufferPool::create(config.receivePoolBytes)) {
   for (const auto& m : cfg_.members) {
     auto p = std::make_unique<Peer>();
     p->member = m;
-    if (m.id == cfg_.selfId) {
-      p->state = static_cast<int>(State::kSelf);
-      p->capacity = cfg_.capacityBytes;
-    }
     peers_.push_back(std::move(p));
   }
+  health_ =
+      std::make_unique<PeerHealth>(cfg_.members, cfg_.selfId, cfg_.capacityBytes,
+                                   PeerHealth::Options::from(cfg_), [this] { recomputeLive(); });
+  placement_ = std::make_unique<LivePlacement>(cfg_.selfId, cfg_.replicas, cfg_.onPlacementChange);
   for (uint16_t i = 0; i < amArgs_.size(); ++i)
     amArgs_[i] = AmArg{this, uint16_t(wire::kFirstAm + i)};
   std::vector<ChunkServer::Stats*> stats;
   for (auto& p : peers_) stats.push_back(p->member.id == cfg_.selfId ? nullptr : &p->serving);
   server_ = std::make_unique<ChunkServer>(cfg_, std::move(serve), macCounter_, std::move(stats),
                                           [this](ChunkServer::Reply r) {
-                                            Op op;
+                                            ClusterOp op;
                                             op.connId = r.connId;
                                             op.reply = r.header;
                                             op.chunk = std::move(r.chunk);
-                                            post(std::move(op));
+                                            ops_.post(std::move(op));
                                           });
-  if (!cfg_.files.empty()) startPlacement(cfg_.files);
+  if (!cfg_.files.empty()) placement_->startPlacement(cfg_.files);
   recomputeLive();
 }
 
-void UcxCluster::startPlacement(std::vector<FileBytes> files) {
-  uint64_t bytes = 0;
-  for (const auto& f : files) bytes += f.bytes;
-  auto placer = std::make_unique<PlacementBuilder>(
-      std::move(files), cfg_.replicas,
-      [this](std::shared_ptr<const PlacementTable> t, uint64_t generation) {
-        installTable(std::move(t), generation);
-      });
-  cache::WriterLock lock(liveMu_);  // fit() reads both
-  datasetBytes_ = bytes;
-  placer_ = std::move(placer);
-}
-
-PlacementBuilder* UcxCluster::placementStarted() const {
-  cache::ReaderLock lock(liveMu_);
-  return placer_.get();
-}
+void UcxCluster::recomputeLive() { placement_->setLive(health_->liveMembers()); }
 
 void UcxCluster::setFiles(std::vector<FileBytes> files) {
-  filesPending_.store(true);
-  Op op;
+  placement_->setFilesPending(true);
+  ClusterOp op;
   op.files = std::make_shared<std::vector<FileBytes>>(std::move(files));
-  post(std::move(op));
+  ops_.post(std::move(op));
 }
 
 Status UcxCluster::init() {
@@ -124,9 +110,9 @@ Status UcxCluster::init() {
   ucs_status_t st = ucp_init(&params, uconf, &context_);
   ucp_config_release(uconf);
   if (st != UCS_OK) return Status::ioError(std::string("ucp_init: ") + ucs_status_string(st));
-  wakeFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (Status s = ops_.status(); !s.isOk()) return s;
   epollFd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (wakeFd_ < 0 || epollFd_ < 0) return Status::fromErrno(errno, "eventfd/epoll");
+  if (epollFd_ < 0) return Status::fromErrno(errno, "epoll_create1");
 
   // Logged before the threads start: spdlog's registry is then created on
   // this thread (its lazy creation inside uninstrumented libspdlog would look
@@ -153,17 +139,12 @@ Status UcxCluster::init() {
 
 UcxCluster::~UcxCluster() {
   stop_ = true;
-  if (wakeFd_ >= 0) {
-    uint64_t one = 1;
-    (void)!write(wakeFd_, &one, sizeof one);
-  }
+  ops_.wake();
   if (progress_.joinable()) progress_.join();
   server_->stop();
-  // After the progress thread (which requests tables) and before the members
-  // its callback uses go.
-  placer_.reset();
+  // After the progress thread (which asks it for tables): joins the builder.
+  placement_.reset();
   if (context_ != nullptr) ucp_cleanup(context_);
-  if (wakeFd_ >= 0) close(wakeFd_);
   if (epollFd_ >= 0) close(epollFd_);
 }
 
@@ -183,7 +164,7 @@ Status UcxCluster::setUpWorker() {
   }
   if (ucp_worker_get_efd(worker_, &workerFd_) != UCS_OK)
     return Status::ioError("ucp_worker_get_efd");
-  for (int fd : {workerFd_, wakeFd_}) {
+  for (int fd : {workerFd_, ops_.fd()}) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
@@ -223,216 +204,6 @@ Status UcxCluster::setUpWorker() {
                                             : reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
   }
   return Status::ok();
-}
-
-void UcxCluster::progressMain(std::promise<Status>* ready) {
-  Status s = setUpWorker();
-  if (!s.isOk()) {
-    tearDownWorker();
-    ready->set_value(s);
-    return;
-  }
-  ready->set_value(Status::ok());
-  for (auto& p : peers_) {
-    if (p->member.id != cfg_.selfId) connect(*p);
-  }
-  while (!stop_) {
-    while (ucp_worker_progress(worker_) != 0) {
-    }
-    for (ucp_ep_h ep : std::exchange(errored_, {})) {
-      if (Peer* p = peerByEp(ep)) {
-        peerFailed(*p, State::kDown, "connection lost");
-      } else {
-        dropInbound(ep, "");
-      }
-    }
-    drainOps();
-    const auto now = Clock::now();
-    handleTimers(now);
-    std::erase_if(closing_, [](void* r) {
-      if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
-      ucp_request_free(r);
-      return true;
-    });
-    if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) continue;
-    // post() writes the eventfd only while this thread sleeps (or is about
-    // to): both sides store then load (seq_cst), so one sees the other.
-    sleeping_.store(true);
-    if (opsQueued_.load()) {
-      sleeping_.store(false);
-      continue;
-    }
-    epoll_event evs[2];
-    const int n = epoll_wait(epollFd_, evs, 2, closing_.empty() ? nextTimeoutMs(now) : 1);
-    sleeping_.store(false);
-    for (int i = 0; i < n; ++i) {
-      if (evs[i].data.fd == wakeFd_) {
-        uint64_t v;
-        (void)!read(wakeFd_, &v, sizeof v);
-      }
-    }
-  }
-  tearDownWorker();
-}
-
-void UcxCluster::tearDownWorker() {
-  for (auto& [id, p] : pending_) {
-    cache::MutexLock lock(p->mu);
-    p->status = Status::unavailable("cluster stopping");
-    p->done = true;
-    p->cv.notifyAll();
-  }
-  pending_.clear();
-  if (worker_ != nullptr) {
-    for (auto& p : peers_) {
-      if (p->ep != nullptr) closeEp(std::exchange(p->ep, nullptr));
-    }
-    for (auto& [ep, in] : inbound_) closeEp(ep);
-    inbound_.clear();
-    if (listener_ != nullptr) ucp_listener_destroy(listener_);
-    const auto until = Clock::now() + std::chrono::seconds(1);
-    while (!closing_.empty() && Clock::now() < until) {
-      ucp_worker_progress(worker_);
-      std::erase_if(closing_, [](void* r) {
-        if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
-        ucp_request_free(r);
-        return true;
-      });
-    }
-    ucp_worker_destroy(worker_);
-    worker_ = nullptr;
-  }
-}
-
-void UcxCluster::post(Op op) {
-  {
-    cache::MutexLock lock(opMu_);
-    ops_.push_back(std::move(op));
-  }
-  opsQueued_.store(true);
-  if (!sleeping_.load()) return;
-  uint64_t one = 1;
-  (void)!write(wakeFd_, &one, sizeof one);
-}
-
-void UcxCluster::drainOps() {
-  std::deque<Op> ops;
-  {
-    cache::MutexLock lock(opMu_);
-    ops.swap(ops_);
-    opsQueued_.store(false);
-  }
-  for (auto& op : ops) {
-    if (op.fetch) {
-      sendRequest(op.fetch);
-    } else if (op.suspect >= 0) {
-      markSuspect(*peers_[static_cast<size_t>(op.suspect)], Clock::now());
-    } else if (op.files) {
-      if (placementStarted()) continue;  // once
-      startPlacement(std::move(*op.files));
-      recomputeLive();  // asks the new placer for the current live set's table
-      filesPending_.store(false);
-    } else {
-      sendReply(op);
-    }
-  }
-}
-
-void UcxCluster::connect(Peer& p) {
-  ucp_ep_params_t ep{};
-  ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                  UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-  ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-  ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&p.addr);
-  ep.sockaddr.addrlen = p.addrLen;
-  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-  ep.err_handler.cb = &UcxCluster::onEpError;
-  ep.err_handler.arg = this;
-  p.connectStarted = Clock::now();
-  ucs_status_t st = ucp_ep_create(worker_, &ep, &p.ep);
-  if (st != UCS_OK) {
-    p.ep = nullptr;
-    peerFailed(p, State::kDown, std::string("ucp_ep_create: ") + ucs_status_string(st));
-    return;
-  }
-  setState(p, State::kConnecting);
-  wire::Hello h;
-  h.integrity = static_cast<uint8_t>(integrity_);
-  h.nodeId = cfg_.selfId;
-  h.memberCount = static_cast<uint32_t>(cfg_.members.size());
-  h.capacity = cfg_.capacityBytes;
-  p.clientNonce = randomNonce();
-  h.nonce = p.clientNonce;
-  if (!sendAm(p.ep, wire::kHello, &h, sizeof h, nullptr)) {
-    peerFailed(p, State::kDown, "cannot send hello");
-  }
-}
-
-void UcxCluster::closeEp(ucp_ep_h ep) {
-  ucp_request_param_t rp{};
-  rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
-  void* r = ucp_ep_close_nbx(ep, &rp);
-  if (UCS_PTR_IS_PTR(r)) closing_.push_back(r);
-}
-
-void UcxCluster::complete(const std::shared_ptr<Pending>& p, Status s) {
-  if (p->reqId != 0 && pending_.erase(p->reqId) > 0) {
-    Peer& peer = *peers_[p->peer];
-    if (peer.inFlight > 0) --peer.inFlight;
-  }
-  cache::MutexLock lock(p->mu);
-  if (p->done) return;
-  p->status = std::move(s);
-  p->done = true;
-  p->cv.notifyAll();
-}
-
-UcxCluster::Peer* UcxCluster::peerByEp(ucp_ep_h ep) {
-  for (auto& p : peers_) {
-    if (p->ep == ep && ep != nullptr) return p.get();
-  }
-  return nullptr;
-}
-
-UcxCluster::Inbound* UcxCluster::inboundByEp(ucp_ep_h ep) {
-  auto it = inbound_.find(ep);
-  return it == inbound_.end() ? nullptr : &it->second;
-}
-
-void UcxCluster::dropInbound(ucp_ep_h ep, const std::string& why) {
-  auto it = inbound_.find(ep);
-  if (it == inbound_.end()) return;
-  if (!why.empty())
-    spdlog::warn("cluster: dropping a connection from node {}: {}", it->second.remote, why);
-  inboundById_.erase(it->second.connId);
-  inbound_.erase(it);
-  closeEp(ep);
-}
-
-void UcxCluster::onConnRequest(ucp_conn_request_h req, void* arg) {
-  auto* self = static_cast<UcxCluster*>(arg);
-  ucp_ep_params_t ep{};
-  ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
-  ep.conn_request = req;
-  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-  ep.err_handler.cb = &UcxCluster::onEpError;
-  ep.err_handler.arg = self;
-  ucp_ep_h h = nullptr;
-  if (ucp_ep_create(self->worker_, &ep, &h) != UCS_OK) return;
-  Inbound in;
-  in.ep = h;
-  in.connId = self->nextConnId_++;
-  in.accepted = Clock::now();
-  self->inboundById_[in.connId] = h;
-  self->inbound_[h] = in;
-}
-
-void UcxCluster::onEpError(void* arg, ucp_ep_h ep, ucs_status_t status) {
-  auto* self = static_cast<UcxCluster*>(arg);
-  spdlog::debug("cluster: endpoint error: {}", ucs_status_string(status));
-  self->errored_.push_back(ep);
 }
 
 }  // namespace epochfs::transport

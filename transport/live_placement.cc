@@ -71,8 +71,7 @@ void LivePlacement::setLive(const std::vector<LiveMember>& members) {
   }
 }
 
-void LivePlacement::installTable(std::shared_ptr<const PlacementTable> table,
-                                 uint64_t generation) {
+void LivePlacement::installTable(std::shared_ptr<const PlacementTable> table, uint64_t generation) {
   size_t live = 0;
   uint64_t capacity = 0, datasetBytes = 0;
   {

@@ -52,8 +52,7 @@ class LivePlacement {
 
  private:
   // Called by the builder with the table built for live-set `generation`.
-  void installTable(std::shared_ptr<const PlacementTable> table, uint64_t generation)
-      EXCLUDES(mu_);
+  void installTable(std::shared_ptr<const PlacementTable> table, uint64_t generation) EXCLUDES(mu_);
 
   const uint32_t selfId_;
   const unsigned replicas_;
@@ -67,7 +66,7 @@ class LivePlacement {
   uint64_t liveCapacity_ GUARDED_BY(mu_) = 0;
   bool liveCapacityKnown_ GUARDED_BY(mu_) = false;  // every live member announced its capacity
   uint64_t datasetBytes_ GUARDED_BY(mu_) = 0;       // of the files placed
-  uint64_t generation_ GUARDED_BY(mu_) = 0;         // +1 per live-set change; names the table wanted
+  uint64_t generation_ GUARDED_BY(mu_) = 0;  // +1 per live-set change; names the table wanted
   // Null until there are files; set once, by setLive()'s thread.
   std::unique_ptr<PlacementBuilder> placer_ GUARDED_BY(mu_);
 };

@@ -13,17 +13,24 @@ PeerHealth::Options PeerHealth::Options::from(const ClusterConfig& c) {
   o.failureWindow = c.failureWindow;
   o.suspectFor = c.suspectFor;
   o.maxSuspectFor = c.maxSuspectFor;
+  o.probeTimeout = c.deadline;
   return o;
 }
 
 PeerHealth::PeerHealth(std::vector<Member> members, uint32_t selfId, uint64_t selfCapacity,
                        Options options, std::function<void()> onLiveChange)
-    : opt_(options), onLiveChange_(std::move(onLiveChange)), reported_(members.size()) {
+    : opt_(options),
+      jitter_(0x9e3779b9u * (selfId + 1)),
+      onLiveChange_(std::move(onLiveChange)),
+      reported_(members.size()) {
   members_.reserve(members.size());
+  std::uniform_real_distribution<double> phase(0.75, 1.25);
   for (auto& m : members) {
     auto e = std::make_unique<Entry>();
     e->member = std::move(m);
     e->backoff = opt_.firstBackoff;
+    e->probeAfter = std::chrono::milliseconds(
+        static_cast<int64_t>(static_cast<double>(opt_.probeInterval.count()) * phase(jitter_)));
     if (e->member.id == selfId) {
       e->state = static_cast<int>(State::kSelf);
       e->capacity = selfCapacity;
@@ -56,6 +63,8 @@ void PeerHealth::connecting(uint32_t id, Clock::time_point now) {
 PeerHealth::State PeerHealth::connected(uint32_t id, Clock::time_point now) {
   Entry& e = *members_[id];
   e.backoff = opt_.firstBackoff;
+  e.lastHeard = now;
+  e.probeSent = {};
   if (now < e.suspectUntil) {
     e.nextPing = e.suspectUntil;
     setState(e, State::kSuspect);
@@ -73,16 +82,25 @@ void PeerHealth::lost(uint32_t id, State next, const std::string& why, Clock::ti
     spdlog::warn("cluster: peer {} ({}) lost: {}", id, e.member.address(), why);
   }
   setState(e, next);
-  e.retryAt = now + (next == State::kRefused ? opt_.refusedRetry : e.backoff);
+  const auto wait = next == State::kRefused ? opt_.refusedRetry : e.backoff;
+  const double stretch = std::uniform_real_distribution<double>(0, opt_.retryJitter)(jitter_);
+  e.retryAt = now + wait + std::chrono::duration_cast<Clock::duration>(wait * stretch);
   e.backoff = std::min(e.backoff * 2, opt_.maxBackoff);
 }
 
 void PeerHealth::missedDeadline(uint32_t id, Clock::time_point now) {
-  Entry& e = *members_[id];
-  if (state(id) != State::kUp) return;
-  setLastError(id, "missed a request deadline");
-  spdlog::warn("cluster: peer {} ({}) missed a deadline; suspect until it answers", id,
-               e.member.address());
+  if (state(id) == State::kUp) unanswered(*members_[id], "a request deadline", now);
+}
+
+void PeerHealth::missedProbe(uint32_t id, Clock::time_point now) {
+  if (state(id) == State::kUp) unanswered(*members_[id], "a probe", now);
+}
+
+void PeerHealth::unanswered(Entry& e, const char* what, Clock::time_point now) {
+  setLastError(e.member.id, std::string("missed ") + what);
+  spdlog::warn("cluster: peer {} ({}) missed {}; suspect until it answers", e.member.id,
+               e.member.address(), what);
+  e.probeSent = {};
   e.suspectUntil = now;
   e.nextPing = now;
   setState(e, State::kSuspect);
@@ -90,6 +108,8 @@ void PeerHealth::missedDeadline(uint32_t id, Clock::time_point now) {
 
 void PeerHealth::answered(uint32_t id, Clock::time_point now) {
   Entry& e = *members_[id];
+  e.lastHeard = now;
+  e.probeSent = {};
   if (state(id) != State::kSuspect || now < e.suspectUntil) return;
   spdlog::info("cluster: peer {} ({}) answers again", id, e.member.address());
   setState(e, State::kUp);
@@ -132,14 +152,29 @@ PeerHealth::Due PeerHealth::due(Clock::time_point now) {
     const State s = state(e.member.id);
     if ((s == State::kDown || s == State::kRefused) && now >= e.retryAt) {
       d.connect.push_back(e.member.id);
-    } else if (s == State::kConnecting && now - e.connectStarted > opt_.connectTimeout) {
+    } else if (s == State::kConnecting && now - e.connectStarted >= opt_.connectTimeout) {
       d.handshakeTimedOut.push_back(e.member.id);
     } else if (s == State::kSuspect && now >= e.suspectUntil && now >= e.nextPing) {
       e.nextPing = now + opt_.pingInterval;
       d.ping.push_back(e.member.id);
+    } else if (s == State::kUp && opt_.probeInterval.count() > 0 && now >= probeTimer(e)) {
+      if (e.probeSent != Clock::time_point{}) {
+        d.probeMissed.push_back(e.member.id);
+      } else {
+        e.probeSent = now;
+        d.ping.push_back(e.member.id);
+      }
     }
   }
   return d;
+}
+
+PeerHealth::Clock::time_point PeerHealth::probeTimer(const Entry& e) const {
+  if (e.probeSent != Clock::time_point{}) return e.probeSent + opt_.probeTimeout;
+  // On the progress loop's 250 ms ticks: the probes of one tick go together.
+  constexpr auto kTick = std::chrono::milliseconds(250);
+  const auto at = (e.lastHeard + e.probeAfter).time_since_epoch();
+  return Clock::time_point{} + ((at + kTick - Clock::duration(1)) / kTick) * kTick;
 }
 
 PeerHealth::Clock::time_point PeerHealth::nextTimer(Clock::time_point bound) const {
@@ -148,6 +183,8 @@ PeerHealth::Clock::time_point PeerHealth::nextTimer(Clock::time_point bound) con
     const State s = state(e->member.id);
     if (s == State::kDown || s == State::kRefused) next = std::min(next, e->retryAt);
     if (s == State::kSuspect) next = std::min(next, std::max(e->nextPing, e->suspectUntil));
+    if (s == State::kConnecting) next = std::min(next, e->connectStarted + opt_.connectTimeout);
+    if (s == State::kUp && opt_.probeInterval.count() > 0) next = std::min(next, probeTimer(*e));
   }
   return next;
 }
@@ -186,8 +223,9 @@ bool PeerHealth::noteBadReply(uint32_t id, const std::string& why, Clock::time_p
   Reported& e = reported_[id];
   e.lastError = why;
   e.badReplies.push_back(now);
-  const auto stale = std::find_if(e.badReplies.begin(), e.badReplies.end(),
-                                  [&](Clock::time_point t) { return now - t <= opt_.failureWindow; });
+  const auto stale =
+      std::find_if(e.badReplies.begin(), e.badReplies.end(),
+                   [&](Clock::time_point t) { return now - t <= opt_.failureWindow; });
   e.badReplies.erase(e.badReplies.begin(), stale);
   if (e.badReplies.size() > opt_.suspectAfter) e.badReplies.erase(e.badReplies.begin());
   if (e.badReplies.size() < opt_.suspectAfter || e.suspectQueued) return false;

@@ -8,10 +8,13 @@
 // (tools/bench/peerbench/membership_sim.cc) drives the same class over an
 // in-process fabric.
 //
-// Rules (docs/CLUSTER.md "Failures"): a lost connection retries after a
-// backoff doubling 250 ms to 2 s (5 s after a refused handshake); a connection
-// not through its handshake in `connectTimeout` is lost; a peer that misses a
-// request deadline is suspect until it answers a ping (every `pingInterval`);
+// Rules (docs/CLUSTER.md "Failure behaviour"): a lost connection retries after
+// a backoff doubling 250 ms to 2 s (5 s after a refused handshake), each
+// stretched by up to `retryJitter` so N−1 members do not retry in step; a
+// connection not through its handshake in `connectTimeout` is lost; an up
+// member not heard from (a reply or a pong) for about `probeInterval` is
+// pinged, and one that misses that ping's `probeTimeout` or a request's
+// deadline is suspect until it answers a ping (every `pingInterval`);
 // one whose replies fail their MAC or checksum `suspectAfter` times within
 // `failureWindow` is suspect and not asked for `suspectFor`, doubling per
 // repeat up to `maxSuspectFor` (reset after a quiet minute), then pinged.
@@ -28,6 +31,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -47,6 +51,12 @@ class PeerHealth {
     std::chrono::milliseconds pingInterval{500};
     std::chrono::milliseconds firstBackoff{250}, maxBackoff{2000};
     std::chrono::milliseconds refusedRetry{5000};
+    double retryJitter = 0.5;  // a retry waits backoff × [1, 1 + retryJitter)
+    // 0: up members are never probed (only requests reveal a frozen one).
+    // Each member's probe falls at 0.75–1.25 × this after it was last heard
+    // (its own phase), on the 250 ms ticks the progress loop wakes at anyway.
+    std::chrono::milliseconds probeInterval{5000};
+    std::chrono::milliseconds probeTimeout{2000};  // the request deadline
     unsigned suspectAfter = 3;
     std::chrono::milliseconds failureWindow{10000};
     std::chrono::milliseconds suspectFor{5000};
@@ -55,9 +65,10 @@ class PeerHealth {
   };
 
   // The timers due now: members to connect to, connections whose handshake
-  // timed out (lose them), suspects to ping (their next ping is then set).
+  // timed out (lose them), members to ping (suspects; up members due a
+  // probe), up members whose probe went unanswered (call missedProbe()).
   struct Due {
-    std::vector<uint32_t> connect, handshakeTimedOut, ping;
+    std::vector<uint32_t> connect, handshakeTimedOut, ping, probeMissed;
   };
 
   using LiveMember = transport::LiveMember;
@@ -88,8 +99,12 @@ class PeerHealth {
   void lost(uint32_t id, State next, const std::string& why, Clock::time_point now);
   // A request to it missed its deadline: an up member turns suspect until it answers a ping.
   void missedDeadline(uint32_t id, Clock::time_point now);
+  // Its probe went unanswered (Due::probeMissed): the same.
+  void missedProbe(uint32_t id, Clock::time_point now);
   // It answered a ping: a suspect whose suspicion has run out is up again.
   void answered(uint32_t id, Clock::time_point now);
+  // A reply came from it: no probe needed for a while.
+  void heard(uint32_t id, Clock::time_point now) { members_[id]->lastHeard = now; }
   // noteBadReply() asked for it: suspect for bad payloads.
   void suspectBadPayloads(uint32_t id, Clock::time_point now);
 
@@ -123,6 +138,9 @@ class PeerHealth {
     Clock::time_point retryAt{}, connectStarted{}, nextPing{};
     Clock::time_point suspectUntil{}, lastSuspected{};
     std::chrono::milliseconds nextSuspectFor{0};
+    Clock::time_point lastHeard{};            // up: the last reply or pong
+    Clock::time_point probeSent{};            // up: the unanswered probe's time, or {}
+    std::chrono::milliseconds probeAfter{0};  // its phase: 0.75–1.25 × probeInterval
     // Any thread.
     std::atomic<int> state{static_cast<int>(State::kDown)};
     std::atomic<uint64_t> capacity{0};
@@ -138,9 +156,14 @@ class PeerHealth {
   };
 
   void setState(Entry& e, State s);
+  // An up member missed `what` (a request deadline, a probe): suspect until it answers a ping.
+  void unanswered(Entry& e, const char* what, Clock::time_point now);
+  // When an up member's probe is due, or its unanswered probe times out.
+  Clock::time_point probeTimer(const Entry& e) const;
 
   const Options opt_;
   std::vector<std::unique_ptr<Entry>> members_;  // indexed by id
+  std::minstd_rand jitter_;                      // progress thread
   const std::function<void()> onLiveChange_;
   mutable cache::Mutex mu_;
   std::vector<Reported> reported_ GUARDED_BY(mu_);  // indexed by id

@@ -96,7 +96,8 @@ void UcxCluster::handleTimers(Clock::time_point now) {
   for (auto& p : requests_.expired(now)) {
     Peer& peer = *peers_[p->peer];
     peer.timeouts.fetch_add(1, std::memory_order_relaxed);
-    requests_.complete(p, Status::timedOut("peer " + peer.member.address() + " missed the deadline"));
+    requests_.complete(p,
+                       Status::timedOut("peer " + peer.member.address() + " missed the deadline"));
     // A peer that misses a deadline leaves placement until it answers a ping.
     health_->missedDeadline(p->peer, now);
   }
@@ -111,7 +112,9 @@ void UcxCluster::handleTimers(Clock::time_point now) {
   for (uint32_t id : due.connect) {
     if (peers_[id]->ep == nullptr) connect(*peers_[id], now);
   }
-  for (uint32_t id : due.handshakeTimedOut) peerFailed(*peers_[id], State::kDown, "handshake timed out");
+  for (uint32_t id : due.handshakeTimedOut)
+    peerFailed(*peers_[id], State::kDown, "handshake timed out");
+  for (uint32_t id : due.probeMissed) health_->missedProbe(id, now);
   for (uint32_t id : due.ping) {
     Peer& p = *peers_[id];
     if (p.ep == nullptr) continue;

@@ -247,6 +247,7 @@ ucs_status_t UcxCluster::onReply(ucp_ep_h ep, const wire::Reply& r, void* data, 
     if (rndv) ucp_am_data_release(worker_, data);  // late (timed out) or unknown
     return UCS_OK;
   }
+  health_->heard(p->peer, Clock::now());
   p->reply = r;
   if (r.code != 0 || r.length != len || len > (64u << 20)) {
     if (rndv) ucp_am_data_release(worker_, data);

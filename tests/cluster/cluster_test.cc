@@ -99,5 +99,35 @@ TEST_F(ClusterMountTest, KilledAndFrozenPeersLoseNoRead) {
   waitForExit(victim, 5);
 }
 
+// A member that nobody asks for data is still found frozen: every node probes
+// the up members it has not heard from in 3.75-6.25 s (PeerHealth), and one
+// that misses the probe's deadline turns suspect until it answers again.
+TEST_F(ClusterMountTest, FrozenPeerNobodyAsksIsFoundByProbes) {
+  makeDataset(40);
+  ASSERT_TRUE(startCluster(3, datasetBytes(), {"--peer-timeout", "1000", "--no-supervisor"}));
+  const pid_t frozen = daemonPid(mnts_[2]);
+  ASSERT_GT(frozen, 0);
+  kill(frozen, SIGSTOP);
+  stopped_.push_back(frozen);
+  // No reads: only a probe can find it (6.25 s + the 1 s deadline + a tick, with margin).
+  auto until = Clock::now() + std::chrono::seconds(20);
+  nlohmann::json peer;
+  for (;;) {
+    peer = admin("peers", mnts_[0])["peers"][2];
+    if (!peer.value("live", true) || Clock::now() > until) break;
+    usleep(200000);
+  }
+  EXPECT_EQ(peer.value("state", ""), "suspect") << peer.dump();
+  EXPECT_EQ(peer.value("last_error", ""), "missed a probe") << peer.dump();
+  EXPECT_TRUE(admin("peers", mnts_[0])["peers"][1].value("live", false))
+      << "a member that answers its probes stays live";
+  kill(frozen, SIGCONT);
+  until = Clock::now() + std::chrono::seconds(10);
+  while (!admin("peers", mnts_[0])["peers"][2].value("live", false) && Clock::now() < until) {
+    usleep(100000);
+  }
+  EXPECT_TRUE(admin("peers", mnts_[0])["peers"][2].value("live", false)) << "it answers: live";
+}
+
 }  // namespace
 }  // namespace epochfs::itest

@@ -1,8 +1,8 @@
 // membership-sim: the peer-health logic and membership of a large job, in
-// one process (issue [locks] item 3). N nodes, each with the real
-// PeerHealth over all N members, on an in-process fabric with a virtual
-// clock (membership_sim_fabric.h: what UcxCluster's progress thread does,
-// one-way latency per message, no CPU cost). Scenarios, in this order:
+// one process. N nodes, each with the real PeerHealth over all N members, on
+// an in-process fabric with a virtual clock (membership_sim_fabric.h: what
+// UcxCluster's progress thread does, one-way latency per message, no CPU
+// cost). Scenarios, in this order:
 //   startup  every node connects to every other (4-message handshake):
 //            time until every node sees all N live, messages a node;
 //   steady   --steady-s with requests: epochfs pings a second a node (probes

@@ -1,7 +1,7 @@
 // UcxCluster: the progress loop (ucx_cluster.h "Threads"): UCX progress, the
 // ops other threads queued, the timers (request deadlines, PeerHealth's
-// reconnects, handshake timeouts and pings), and the endpoints it opens and
-// closes. All on the progress thread.
+// reconnects, handshake timeouts, pings and probes), and the endpoints it
+// opens and closes. All on the progress thread.
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 

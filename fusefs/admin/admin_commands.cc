@@ -106,9 +106,13 @@ void AdminCommands::registerHandlers(AdminServer& server) {
     auth_.requireMountOwner(s);
     spdlog::info("admin: unmount of mount {} requested by uid {}", s.mount.id, s.caller.uid);
     if (m_.unmountOne) {
-      // This mount alone; the daemon ends with its last one.
-      auto mnt = m_.unmountOne(s.mount.id);
+      // This mount alone; the daemon ends with its last one: once the reply
+      // is sent, as a stopping daemon closes its admin connections.
+      auto mnt = m_.servedMount ? m_.servedMount(s.mount.id) : m_.unmountOne(s.mount.id);
       if (!mnt.isOk()) throw AdminError::from(mnt.status());
+      if (m_.servedMount) {
+        s.afterReply = [unmount = m_.unmountOne, id = s.mount.id] { (void)unmount(id); };
+      }
       return json{{"unmounting", *mnt}};
     }
     // Once the reply is sent: the daemon stops as on `kill -TERM` (it

@@ -112,6 +112,9 @@ struct MountState {
   // Unmounts the mount `id` alone (the unmount command; the daemon ends with
   // its last mount) and returns its mountpoint; unset: unmount stops the daemon.
   std::function<cache::Result<std::string>(uint32_t id)> unmountOne;
+  // The mountpoint of mount `id` while it is served: the unmount command's
+  // answer, sent before unmountOne runs (the daemon may end with it).
+  std::function<cache::Result<std::string>(uint32_t id)> servedMount;
   // stats.mount: what the readers of mount `id` asked; unset: none.
   std::function<nlohmann::json(uint32_t id)> mountStats;
   // The libraries the daemon runs with, for `status` ({"fuse_protocol",

@@ -410,6 +410,7 @@ Status Daemon::start() {
           },
       .mountpoints = [this] { return mounts_->mountpoints(); },
       .unmountOne = [this](uint32_t id) { return mounts_->unmount(id); },
+      .servedMount = [this](uint32_t id) { return mounts_->served(id); },
       .mountStats = [this](uint32_t id) { return mountStats(id); },
       .libraries = [this]() -> json {
         std::string protocol, kernel;

@@ -70,6 +70,14 @@ cache::Result<std::string> MountSet::unmount(uint32_t id) {
   return Status::notFound("this mount is no longer served");
 }
 
+cache::Result<std::string> MountSet::served(uint32_t id) const {
+  MutexLock lock(mu_);
+  for (const auto& s : sessions_) {
+    if (s->id == id && !s->ended) return s->mountpoint;
+  }
+  return Status::notFound("this mount is no longer served");
+}
+
 bool MountSet::stopping() const {
   MutexLock lock(mu_);
   return stop_ != 0;

@@ -37,6 +37,8 @@ class MountSet {
   // Ends mount `id` alone (wait() then reaps it, or returns if it was the
   // last); returns its mountpoint, or not found.
   cache::Result<std::string> unmount(uint32_t id);
+  // The mountpoint of mount `id` while it is served, else notFound.
+  cache::Result<std::string> served(uint32_t id) const;
 
   using Ended = std::function<void(uint32_t id, const std::string& mountpoint)>;
   // Blocks until no session serves. `ended(id, mountpoint)` runs on this thread

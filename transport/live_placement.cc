@@ -128,9 +128,4 @@ uint64_t LivePlacement::ownedBytes(uint32_t id) const {
   return table_ != nullptr ? table_->ownedBytes(id) : 0;
 }
 
-size_t LivePlacement::liveCount() const {
-  cache::ReaderLock lock(mu_);
-  return live_.size();
-}
-
 }  // namespace epochfs::transport

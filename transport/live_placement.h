@@ -48,7 +48,6 @@ class LivePlacement {
   Cluster::Fit fit() const EXCLUDES(mu_);
   // The bytes the table gives `id` (0 without a table).
   uint64_t ownedBytes(uint32_t id) const EXCLUDES(mu_);
-  size_t liveCount() const EXCLUDES(mu_);
 
  private:
   // Called by the builder with the table built for live-set `generation`.

@@ -21,7 +21,8 @@
 //   placement  the wall time of one real PlacementTable build over N-1
 //            members and --files files (each node builds it on its builder
 //            thread in parallel: added once to the last node's noticing time);
-//   memory   heap of the N PeerHealth instances over N, and of one built table.
+//   memory   heap of the N PeerHealth instances over N, and of one built table;
+//   scan     wall time of due() + nextTimer() a progress-loop turn, N members up.
 // Requests run all along: --request-rate a node, to uniform live members.
 //
 //   membership-sim [--members 1024] [--latency-us 20] [--request-rate 200]
@@ -42,6 +43,7 @@
 #include <vector>
 
 #include "tools/bench/peerbench/membership_sim_fabric.h"
+#include "tools/bench/peerbench/synthetic_files.h"
 #include "transport/placement_table.h"
 
 using namespace epochfs::membersim;
@@ -80,15 +82,8 @@ struct Build {
 // A bounded-load table over `nodes` equal members, files as placement-bench
 // makes them: the median wall time of `repeats` builds, the heap of one table.
 Build buildPlacement(int files, uint32_t nodes, uint64_t seed, int repeats) {
-  std::mt19937_64 rng(seed);
-  std::lognormal_distribution<double> size(std::log(100000.0), 0.5);
-  std::vector<FileBytes> f;
-  f.reserve(static_cast<size_t>(files));
   uint64_t d = 0;
-  for (int i = 0; i < files; ++i) {
-    f.push_back({rng(), static_cast<uint64_t>(size(rng))});
-    d += f.back().bytes;
-  }
+  const std::vector<FileBytes> f = epochfs::bench::syntheticFiles(files, seed, &d);
   std::vector<Candidate> live;
   std::vector<uint64_t> caps;
   for (uint32_t n = 0; n < nodes; ++n) {
@@ -110,6 +105,33 @@ Build buildPlacement(int files, uint32_t nodes, uint64_t seed, int repeats) {
   b.minMs = wall.front();
   b.maxMs = wall.back();
   return b;
+}
+
+// The progress thread's cost of PeerHealth each loop turn: due() and
+// nextTimer() scan every member. Wall microseconds a turn, one node with all
+// `n` members up (the median of 5 batches of 2,000 turns).
+double scanMicros(uint32_t n) {
+  std::vector<epochfs::transport::Member> members;
+  for (uint32_t id = 0; id < n; ++id) members.push_back({id, "10.0.0.1", 7711});
+  PeerHealth ph(members, 0, 1, PeerHealth::Options{}, nullptr);
+  const auto t = epochfs::transport::PeerHealth::Clock::time_point{} + std::chrono::hours(1);
+  for (uint32_t id = 1; id < n; ++id) {
+    ph.connecting(id, t);
+    ph.connected(id, t);
+  }
+  std::vector<double> us;
+  for (int batch = 0; batch < 5; ++batch) {
+    const auto w0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < 2000; ++k) {
+      (void)ph.due(t + std::chrono::milliseconds(1));
+      (void)ph.nextTimer(t + std::chrono::seconds(1));
+    }
+    us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count() /
+        2000);
+  }
+  std::sort(us.begin(), us.end());
+  return us[2];
 }
 
 }  // namespace
@@ -211,6 +233,7 @@ int main(int argc, char** argv) {
 
   // Placement build and table memory.
   const Build b = files > 0 ? buildPlacement(files, n - 1, o.seed, buildRepeats) : Build{};
+  const double scanUs = scanMicros(n);
   // UCX keepalive (UCX 1.13 defaults here, `ucx_info -c`): every 20 s a round
   // probes at most 128 of the worker's endpoints: N-1 outbound, N-1 inbound.
   const double eps = 2.0 * peers;
@@ -239,7 +262,8 @@ int main(int argc, char** argv) {
         "\"placement_build_max_ms\":%.1f,\"placement_after_kill_ms\":%.1f,"
         "\"placement_after_freeze_p50_ms\":%.1f,\"placement_after_freeze_last_ms\":%.1f,"
         "\"peer_health_bytes_per_node\":%.0f,\"peer_health_bytes_per_entry\":%.1f,"
-        "\"placement_table_bytes_per_node\":%llu,\"events\":%llu,\"sim_s\":%.1f,\"wall_s\":%.2f}\n",
+        "\"placement_table_bytes_per_node\":%llu,\"scan_us_per_turn\":%.2f,\"events\":%llu,\"sim_"
+        "s\":%.1f,\"wall_s\":%.2f}\n",
         n, latencyUs, r, files, static_cast<unsigned long long>(o.seed), ms(startEnd),
         startedAll ? "true" : "false", static_cast<double>(c0.handshakeMsgs) / n,
         static_cast<unsigned long long>(c0.liveChanges), steadyPings, steadyRequests, killed,
@@ -250,8 +274,8 @@ int main(int argc, char** argv) {
         expLast, static_cast<unsigned long long>(misses), pingsPerSuspecting, pingsFreezeAll,
         thawBackMs, eps, kaPerS, kaPeriodS, kaAllPerS, b.ms, b.minMs, b.maxMs, kill.last + b.ms,
         freeze.p50 + b.ms, freeze.last + b.ms, phPerNode, phPerNode / n,
-        static_cast<unsigned long long>(b.tableBytes), static_cast<unsigned long long>(cEnd.events),
-        simS, wallS);
+        static_cast<unsigned long long>(b.tableBytes), scanUs,
+        static_cast<unsigned long long>(cEnd.events), simS, wallS);
     return 0;
   }
   std::printf(
@@ -299,6 +323,8 @@ int main(int argc, char** argv) {
       "memory: PeerHealth %.1f KiB a node (%.0f B a member entry); placement table %.1f "
       "MiB a node (%d files)\n",
       phPerNode / 1024, phPerNode / n, static_cast<double>(b.tableBytes) / (1 << 20), files);
+  std::printf("progress loop: %.2f us a turn for PeerHealth's due() and nextTimer() (wall)\n",
+              scanUs);
   std::printf("simulated %.1f s, %llu events, %.2f s wall\n", simS,
               static_cast<unsigned long long>(cEnd.events), wallS);
   return 0;

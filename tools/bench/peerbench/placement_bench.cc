@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/bench/peerbench/synthetic_files.h"
 #include "transport/placement_table.h"
 
 using namespace epochfs::transport;
@@ -76,15 +77,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 100.0));
   CLI11_PARSE(app, argc, argv);
   for (int files : fileCounts) {
-    std::mt19937_64 rng(1);
-    std::lognormal_distribution<double> size(std::log(100000.0), 0.5);
-    std::vector<FileBytes> f;
-    f.reserve(static_cast<size_t>(files));
     uint64_t d = 0;
-    for (int i = 0; i < files; ++i) {
-      f.push_back({rng(), static_cast<uint64_t>(size(rng))});
-      d += f.back().bytes;
-    }
+    const std::vector<FileBytes> f = epochfs::bench::syntheticFiles(files, 1, &d);
     for (int nodes : nodeCounts) {
       std::vector<Candidate> live;
       std::vector<uint64_t> caps;
